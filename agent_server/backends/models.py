@@ -12,7 +12,6 @@ Package folders are located with ``importlib.util.find_spec``; the packages are 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_server.backends.base import BackendError
+from moria.cache import cache_path, file_lock
 
 DEFAULT_MODEL = "qwen2.5-0.5b-instruct"
 
@@ -34,9 +34,8 @@ _CHUNK = 8 * 1024 * 1024
 
 
 def cache_dir() -> Path:
-    """The model cache folder: ``$MORIA_CACHE_DIR`` or ``~/.cache/moria/models`` (not created)."""
-    env = os.environ.get("MORIA_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "moria" / "models"
+    """The model cache folder: ``<cache root>/models`` (see ``moria.cache``; not created)."""
+    return cache_path("models")
 
 
 def package_dir(module: str, pip_name: str) -> Path:
@@ -132,8 +131,8 @@ def _join_parts(parts: list[Path], target: Path) -> None:
 
 def qwen_path() -> Path:
     """Path of the verified Qwen GGUF in the cache, building it on first use (seconds; hashes
-    491 MB). Safe across processes (``fcntl`` lock). Raises ``BackendError`` on missing or
-    corrupt chunks or an unwritable cache."""
+    491 MB). Safe across processes (``moria.cache.file_lock``). Raises ``BackendError`` on
+    missing or corrupt chunks or an unwritable cache."""
     folder = cache_dir()
     target = folder / QWEN_FILE
     marker = folder / (QWEN_FILE + ".verified")
@@ -141,8 +140,7 @@ def qwen_path() -> Path:
         return target
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with (folder / (QWEN_FILE + ".lock")).open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with file_lock(folder / (QWEN_FILE + ".lock")):
             if _marker_ok(target, marker):  # built by another process meanwhile
                 return target
             valid = (

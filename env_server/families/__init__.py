@@ -12,8 +12,11 @@ from env_server.game import Family
 
 FAMILIES: dict[str, str] = {
     "babyai": "env_server.families.babyai:BabyAIFamily",
+    "babaisai": "env_server.families.babaisai:BabaIsAIFamily",
+    "crafter": "env_server.families.crafter:CrafterFamily",
     "minihack": "env_server.families.nethack:MiniHackFamily",
     "nle": "env_server.families.nethack:NLEFamily",
+    "textworld": "env_server.families.textworld:TextWorldFamily",
 }
 
 

@@ -150,7 +150,7 @@ async def test_qwen_is_joined_verified_once_and_runs(
     assert len(joins) == 1  # the lock kept the second caller from building it again
     assert len(results) == 2 and results[0] == results[1]
     path = results[0]
-    assert path.parent == tmp_path / "cache" and path.stat().st_size == QWEN_SIZE
+    assert path.parent == tmp_path / "cache" / "models" and path.stat().st_size == QWEN_SIZE
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".part")]
 
     def no_hashing(*_: object) -> str:

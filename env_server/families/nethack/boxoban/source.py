@@ -19,12 +19,11 @@ source's configuration, and always says which level it chose (``source_id``):
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
+
+from moria.cache import cache_path, file_lock
 
 from .generator import DIFFICULTIES, GENERATOR_VERSION, generate_level
 from .levels import format_level, parse_level, read_level_file
@@ -39,9 +38,7 @@ _FILES_KEPT = 8  # official level files kept parsed in memory
 
 def default_cache_dir() -> Path:
     """``$MORIA_CACHE_DIR/boxoban``, else ``~/.cache/moria/boxoban``."""
-    root = os.environ.get("MORIA_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "moria"
-    return base / "boxoban"
+    return cache_path("boxoban")
 
 
 def _check_difficulty(difficulty: str) -> None:
@@ -49,16 +46,6 @@ def _check_difficulty(difficulty: str) -> None:
         raise ValueError(
             f"unknown Boxoban difficulty {difficulty!r}; expected one of {', '.join(DIFFICULTIES)}"
         )
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 class LevelSource:
@@ -161,7 +148,7 @@ class LevelSource:
         path = folder / f"{index:06d}.txt"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with _locked(folder / f"{index:06d}.lock"):
+            with file_lock(folder / f"{index:06d}.lock"):
                 text = self._read_cached(path)
                 if text is None:
                     text = generate_level(difficulty, index)
