@@ -1,7 +1,12 @@
 """The ``moria`` command line.
 
-    moria eval [--config FILE.yaml] [KEY=VALUE ...]   run (or resume) an evaluation
-    moria report DIR                                  print the summary table of a results dir
+    moria eval [--config FILE.yaml] [--suite balrog] [KEY=VALUE ...]
+                                                      run (or resume) an evaluation
+    moria harness --domain balrog_<env> --run_id ID [--num_samples N] [KEY=VALUE ...]
+                                                      the MOSAIC domain-harness form of eval
+    moria report DIR | --dname DIR [--domain D]       print the table, write report.json and
+                                                      progress.png
+    moria prepare [--env NAME ...]                    build game data and model weights once
     moria tasks [--env NAME]                          list env families and their tasks
     moria serve env|agent [flags]                     run one server alone
 
@@ -51,16 +56,47 @@ async def _terminable(work: Coroutine[Any, Any, T]) -> T:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from orchestrator.results import print_report
-    from orchestrator.runner import PreflightError, run_evaluation
     from orchestrator.spec import SpecError, load_spec
-    from orchestrator.stack import StackError
 
     console = Console(stderr=True)
     try:
-        spec = load_spec(args.config, args.overrides)
+        spec = load_spec(args.config, [*_suite_overrides(args.suite), *args.overrides])
     except (SpecError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    return _evaluate(spec, args, console)
+
+
+def _suite_overrides(suite: str | None) -> list[str]:
+    """The overrides a named suite stands for (applied before the user's own)."""
+    if suite is None:
+        return []
+    from orchestrator.balrog import SUITES
+
+    return ["envs.names=" + "-".join(SUITES[suite])]
+
+
+def _prepare_for(spec: Any, console: Console, show_progress: bool) -> bool:
+    """Build the game data and weights the run needs; False (after printing why) on failure."""
+    from orchestrator.prepare import PrepareError, build_items, items_for_spec
+
+    try:
+        report = build_items(items_for_spec(spec), console=console, show_progress=show_progress)
+    except PrepareError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return False
+    for source, count in report.built.items():
+        console.print(f"prepared {count} {source} item(s)")
+    return True
+
+
+def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
+    """Prepare data, run the evaluation, print the report; returns the exit code."""
+    from orchestrator.results import print_report
+    from orchestrator.runner import PreflightError, run_evaluation
+    from orchestrator.stack import StackError
+
+    if not _prepare_for(spec, console, not args.no_progress):
         return 2
     try:
         outcome = asyncio.run(_terminable(run_evaluation(spec, console=console,
@@ -78,7 +114,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     console.print(f"run {outcome.run_id}: ran {outcome.ran} episode(s), "
                   f"{outcome.skipped} already done; results in {outcome.output_dir}")
     print_report(outcome.output_dir, _stdout_console())
-    if args.hint:
+    _draw_progress(outcome.summary, Path(outcome.output_dir), console)
+    if getattr(args, "hint", False):
         console.print(FULL_PROTOCOL_HINT, highlight=False)
     if outcome.errors:
         console.print(f"[yellow]{len(outcome.errors)} episode(s) failed; rerun the same command "
@@ -87,16 +124,99 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _draw_progress(summary: dict[str, Any], out_dir: Path, console: Console) -> None:
+    """Write ``<out_dir>/progress.png``; a plotting failure is reported, never fatal."""
+    from orchestrator.plots import plot_progress
+
+    try:
+        path = plot_progress(summary, out_dir / "progress.png")
+    except (ValueError, OSError) as exc:
+        console.print(f"[yellow]no progress.png: {exc}[/yellow]", highlight=False)
+        return
+    console.print(f"progress plot: {path}", highlight=False)
+
+
+def _domain_envs(domain: str) -> list[str]:
+    """``balrog`` -> the six envs; ``balrog_<env>`` -> [env]. Raises ValueError otherwise."""
+    from orchestrator.balrog import SUITE_ENVS
+
+    domains = {"balrog": list(SUITE_ENVS), **{f"balrog_{e}": [e] for e in SUITE_ENVS}}
+    if domain not in domains:
+        raise ValueError(f"unknown domain {domain!r}; allowed: {', '.join(domains)}")
+    return domains[domain]
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.results import print_report, summarize
 
+    console = Console(stderr=True)
+    directory = args.dname or args.dir
     try:
-        if args.recompute:
-            summarize(args.dir)
-        print_report(args.dir, _stdout_console())
-    except FileNotFoundError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}", highlight=False)
+        if directory is None:
+            raise ValueError("give the results directory: moria report DIR (or --dname DIR)")
+        envs = _domain_envs(args.domain) if args.domain else None
+        summary = summarize(directory, envs=envs, extra=_previous_extra(Path(directory)))
+        print_report(directory, _stdout_console())
+    except (FileNotFoundError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
+    console.print(f"wrote {Path(directory) / 'report.json'}", highlight=False)
+    _draw_progress(summary, Path(directory), console)
+    return 0
+
+
+def _previous_extra(directory: Path) -> dict[str, Any]:
+    """The run facts (versions, seed, ...) an earlier summary.json added to the computed
+    figures, so recomputing the summary keeps them."""
+    import json
+
+    from orchestrator.results import compute_summary
+
+    try:
+        previous = json.loads((directory / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    computed = set(compute_summary([]))
+    return {k: v for k, v in previous.items() if k not in computed}
+
+
+def _cmd_harness(args: argparse.Namespace) -> int:
+    """The MOSAIC domain-harness form: ``--domain balrog_<env> --run_id ID --num_samples N``."""
+    from orchestrator.spec import SpecError, load_spec
+
+    console = Console(stderr=True)
+    try:
+        envs = _domain_envs(args.domain)
+        if "/" in args.run_id or args.run_id in ("", ".", ".."):
+            raise ValueError(f"--run_id {args.run_id!r} must be a plain name (no '/')")
+        overrides = ["envs.names=" + "-".join(envs), f"eval.run_id={args.run_id}",
+                     f"eval.output_dir={Path(args.outputs) / args.run_id}"]
+        if args.num_samples is not None:
+            overrides.append(f"eval.num_samples={args.num_samples}")
+        spec = load_spec(args.config, [*overrides, *args.overrides])
+    except (SpecError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    return _evaluate(spec, args, console)
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    from orchestrator.prepare import SOURCES, PrepareError, prepare_sources, sources_for
+
+    console = Console(stderr=True)
+    try:
+        sources = sources_for(args.env) if args.env else list(SOURCES.values())
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    if not sources:
+        console.print("nothing to prepare for " + ", ".join(args.env))
+        return 0
+    try:
+        prepare_sources(sources, console=console, show_progress=not args.no_progress)
+    except PrepareError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
     return 0
 
 
@@ -114,6 +234,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``moria``."""
+    from orchestrator.balrog import SUITES
+
     parser = argparse.ArgumentParser(prog="moria", description=__doc__.split("\n\n")[0])
     parser.add_argument("--log-level", default="WARNING", help="stderr log level")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,15 +244,41 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--config", type=Path, help="YAML or JSON run spec")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--hint", action="store_true", help="print how to run the full protocol")
+    ev.add_argument("--suite", choices=sorted(SUITES),
+                    help="a named suite: balrog = all six BALROG envs, 255 episodes")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="BALROG-style overrides, e.g. eval.num_episodes.babyai=2")
     ev.set_defaults(func=_cmd_eval)
 
-    rp = sub.add_parser("report", help="print the summary of a results directory")
-    rp.add_argument("dir", type=Path)
+    hv = sub.add_parser("harness", help="MOSAIC domain-harness form of eval (./outputs/ID)")
+    hv.add_argument("--domain", required=True,
+                    help="balrog (all six envs) or balrog_<env>, e.g. balrog_babaisai")
+    hv.add_argument("--run_id", "--run-id", dest="run_id", required=True,
+                    help="run name; results go to <outputs>/<run_id>/")
+    hv.add_argument("--num_samples", "--num-samples", dest="num_samples", type=int,
+                    help="at most N episodes per env (round-robin over its tasks)")
+    hv.add_argument("--outputs", default="outputs", help="parent folder (default ./outputs)")
+    hv.add_argument("--config", type=Path, help="YAML or JSON run spec")
+    hv.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hv.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                    help="run-spec overrides, e.g. client.client_name=openai")
+    hv.set_defaults(func=_cmd_harness)
+
+    rp = sub.add_parser("report", help="print the table of a results directory, write "
+                        "report.json and progress.png")
+    rp.add_argument("dir", type=Path, nargs="?")
+    rp.add_argument("--dname", type=Path, help="the results directory (harness spelling)")
+    rp.add_argument("--domain", help="restrict to balrog_<env> (or balrog: all six)")
     rp.add_argument("--recompute", action="store_true",
-                    help="rebuild the summary files from the episode files first")
+                    help="accepted for compatibility; summaries are always recomputed")
     rp.set_defaults(func=_cmd_report)
+
+    pp = sub.add_parser("prepare", help="build game data and model weights once (offline)")
+    pp.add_argument("--env", action="append", metavar="NAME",
+                    help="only this env or data (textworld, minihack, boxoban, local-model); "
+                         "repeatable; default: everything")
+    pp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pp.set_defaults(func=_cmd_prepare)
 
     ts = sub.add_parser("tasks", help="list env families and tasks")
     ts.add_argument("--env", default="", help="only this family")

@@ -20,34 +20,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from moria.config import AgentConfig, ClientConfig
+from orchestrator import balrog
 
-#: Env families the orchestrator knows how to evaluate, with their BALROG default episode counts.
-DEFAULT_NUM_EPISODES: dict[str, int] = {"babyai": 10, "minihack": 5, "nle": 5}
-
-#: The BALROG BabyAI evaluation set.
-BABYAI_TASKS: list[str] = [
-    "BabyAI-MixedTrainLocal-v0/goto",
-    "BabyAI-MixedTrainLocal-v0/pickup",
-    "BabyAI-MixedTrainLocal-v0/open",
-    "BabyAI-MixedTrainLocal-v0/putnext",
-    "BabyAI-MixedTrainLocal-v0/pick_up_seq_go_to",
-]
-
-
-#: The BALROG MiniHack evaluation set.
-MINIHACK_TASKS: list[str] = [
-    "MiniHack-Boxoban-Hard-v0",
-    "MiniHack-Boxoban-Medium-v0",
-    "MiniHack-MazeWalk-9x9-v0",
-    "MiniHack-MazeWalk-15x15-v0",
-    "MiniHack-Corridor-R3-v0",
-    "MiniHack-CorridorBattle-Dark-v0",
-    "MiniHack-Quest-Easy-v0",
-    "MiniHack-Quest-Medium-v0",
-]
-
-#: The BALROG NLE evaluation set.
-NLE_TASKS: list[str] = ["NetHackChallenge-v0"]
+#: Env families the orchestrator knows how to evaluate, with BALROG's episodes per task.
+DEFAULT_NUM_EPISODES: dict[str, int] = dict(balrog.EPISODES_PER_TASK)
 
 
 class SpecError(ValueError):
@@ -76,6 +52,10 @@ class EvalConfig(_Strict):
                                      description="re-queues after infrastructure faults")
     oracle_hints: bool = Field(default=False,
                                description="open env sessions with the oracle option")
+    num_samples: int | None = Field(
+        default=None, ge=1,
+        description="cap on episodes per env for development runs (the MOSAIC harness's "
+                    "--num_samples); episodes are taken round-robin over the env's tasks")
 
     @field_validator("num_episodes")
     @classmethod
@@ -99,6 +79,13 @@ class EnvsConfig(_Strict):
     minihack_kwargs: dict[str, Any] = Field(default_factory=dict)
     #: NLE options passed to the env family (e.g. ``text_mode: language``).
     nle_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: Crafter options (``text_format: legacy|current``, BALROG's ``unique_items``,
+    #: ``precise_location``, ``skip_items``, ``edge_only_items``, ``size``, ...).
+    crafter_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: TextWorld options (``keep_objective: true`` shows the objective BALROG strips).
+    textworld_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: BabaIsAI options (``text_fixes: true``, ``tile_size``).
+    babaisai_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("names")
     @classmethod
@@ -126,9 +113,12 @@ class EnvsConfig(_Strict):
 class TasksConfig(_Strict):
     """Tasks per env (BALROG ``tasks`` section)."""
 
-    babyai_tasks: list[str] = Field(default_factory=lambda: list(BABYAI_TASKS))
-    minihack_tasks: list[str] = Field(default_factory=lambda: list(MINIHACK_TASKS))
-    nle_tasks: list[str] = Field(default_factory=lambda: list(NLE_TASKS))
+    babyai_tasks: list[str] = Field(default_factory=lambda: list(balrog.BABYAI_TASKS))
+    crafter_tasks: list[str] = Field(default_factory=lambda: list(balrog.CRAFTER_TASKS))
+    textworld_tasks: list[str] = Field(default_factory=lambda: list(balrog.TEXTWORLD_TASKS))
+    babaisai_tasks: list[str] = Field(default_factory=lambda: list(balrog.BABAISAI_TASKS))
+    minihack_tasks: list[str] = Field(default_factory=lambda: list(balrog.MINIHACK_TASKS))
+    nle_tasks: list[str] = Field(default_factory=lambda: list(balrog.NLE_TASKS))
 
     def for_env(self, env: str) -> list[str]:
         """The tasks of ``env``."""
@@ -159,12 +149,25 @@ class RunSpec(_Strict):
     endpoints: EndpointsConfig = Field(default_factory=EndpointsConfig)
 
     def episodes(self) -> list[tuple[str, str, int]]:
-        """Every planned episode as (env, task, episode_index), in a stable order."""
+        """Every planned episode as (env, task, episode_index), in a stable order.
+
+        With ``eval.num_samples`` = N, each env keeps its first N episodes taken round-robin
+        over its tasks (index 0 of every task, then index 1, ...). An episode keeps its
+        (env, task, index) key, hence its seed, so a capped run is a subset of the full run and
+        resuming into the same directory completes it.
+        """
         out: list[tuple[str, str, int]] = []
+        cap = self.eval.num_samples
         for env in self.envs.env_list:
             count = self.eval.num_episodes.get(env, DEFAULT_NUM_EPISODES[env])
-            for task in self.tasks.for_env(env):
-                out.extend((env, task, i) for i in range(count))
+            tasks = self.tasks.for_env(env)
+            if cap is None:
+                for task in tasks:
+                    out.extend((env, task, i) for i in range(count))
+                continue
+            chosen = [(env, task, i) for i in range(count) for task in tasks][:cap]
+            order = {task: n for n, task in enumerate(tasks)}
+            out.extend(sorted(chosen, key=lambda p: (order[p[1]], p[2])))
         return out
 
 

@@ -129,6 +129,12 @@ def _join_parts(parts: list[Path], target: Path) -> None:
             os.unlink(tmp)
 
 
+def qwen_is_built() -> bool:
+    """True when the joined Qwen GGUF is in the cache and was verified (no hashing done)."""
+    folder = cache_dir()
+    return _marker_ok(folder / QWEN_FILE, folder / (QWEN_FILE + ".verified"))
+
+
 def qwen_path() -> Path:
     """Path of the verified Qwen GGUF in the cache, building it on first use (seconds; hashes
     491 MB). Safe across processes (``moria.cache.file_lock``). Raises ``BackendError`` on

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.balrog import BABYAI_TASKS
 from orchestrator.overrides import OverrideError, apply_overrides, parse_value
 from orchestrator.runner import derive_seed
-from orchestrator.spec import BABYAI_TASKS, SpecError, load_spec
+from orchestrator.spec import SpecError, load_spec
 
 
 def test_defaults_follow_balrog() -> None:
@@ -76,3 +77,28 @@ def test_episode_seeds_are_derived_and_stable() -> None:
     assert len({a, derive_seed(1, "babyai", "t", 0), derive_seed(0, "babyai", "t", 1),
                 derive_seed(0, "babyai", "u", 0)}) == 4
     assert 0 <= a < 2**64
+
+
+def test_full_balrog_suite_is_255_episodes_with_balrog_counts() -> None:
+    spec = load_spec(None, ["envs.names=babyai-babaisai-textworld-crafter-nle-minihack"])
+    plan = spec.episodes()
+    assert len(plan) == 255
+    per_env = {env: sum(1 for e, _, _ in plan if e == env) for env in spec.envs.env_list}
+    assert per_env == {"babyai": 50, "babaisai": 120, "textworld": 30, "crafter": 10,
+                       "nle": 5, "minihack": 40}
+    assert len({(e, t) for e, t, _ in plan if e == "babaisai"}) == 40
+    assert len(set(plan)) == 255
+
+
+def test_num_samples_caps_each_env_round_robin_over_tasks() -> None:
+    full = load_spec(None, ["envs.names=babyai-textworld"]).episodes()
+    capped = load_spec(None, ["envs.names=babyai-textworld", "eval.num_samples=7"]).episodes()
+    babyai = [p for p in capped if p[0] == "babyai"]
+    textworld = [p for p in capped if p[0] == "textworld"]
+    assert len(babyai) == 7 and len(textworld) == 7
+    # every task gets an episode before any task gets a second one
+    assert {t for _, t, i in babyai if i == 0} == set(BABYAI_TASKS)
+    assert sorted(i for _, _, i in babyai) == [0, 0, 0, 0, 0, 1, 1]
+    assert set(capped) <= set(full)  # same keys, hence the same seeds, as the full run
+    with pytest.raises(SpecError, match="num_samples"):
+        load_spec(None, ["eval.num_samples=0"])

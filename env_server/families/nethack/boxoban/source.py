@@ -139,6 +139,16 @@ class LevelSource:
             return self._official(difficulty, seed)
         return self._generated(difficulty, seed)
 
+    def is_cached(self, difficulty: str, seed: int) -> bool:
+        """True when ``level_for(difficulty, seed)`` needs no generation: an official source, no
+        cache configured (nothing to build ahead), or the generated level's file exists."""
+        _check_difficulty(difficulty)
+        if self.kind == "official" or self.cache_dir is None:
+            return True
+        index = seed % self.pool_size
+        path = self.cache_dir / f"v{GENERATOR_VERSION}" / difficulty / f"{index:06d}.txt"
+        return path.is_file()
+
     def _generated(self, difficulty: str, seed: int) -> tuple[str, str]:
         index = seed % self.pool_size
         source_id = f"generated/v{GENERATOR_VERSION}/{difficulty}/{index}"
