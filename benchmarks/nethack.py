@@ -23,6 +23,7 @@ from typing import Any
 MINIHACK = "MiniHack-MazeWalk-9x9-v0"
 NLE = "NetHackChallenge-v0"
 FAMILY_OF = {MINIHACK: "minihack", NLE: "nle"}
+SEEDS = tuple(range(1, 1000))
 
 
 def raw_env_steps_per_s(task: str, steps: int) -> float:
@@ -82,54 +83,16 @@ def text_render_us(task: str, samples: int) -> dict[str, float]:
 
 def game_steps_per_s(task: str, steps: int) -> float:
     """The family's game in this process: text rendering on every step."""
-    from env_server.families import load_family
-    from env_server.game import GameOptions
+    from benchmarks.families import inprocess_steps_per_s
 
-    family = load_family(FAMILY_OF[task])
-    rng = random.Random(0)
-    game = family.open(task, GameOptions(seed=0))
-    names = [a.name for a in game.actions("agent_0")][:8]
-    game.reset()
-    start = time.perf_counter()
-    for _ in range(steps):
-        if game.step({"agent_0": rng.choice(names)}).done:
-            game.reset(rng.getrandbits(32))
-    elapsed = time.perf_counter() - start
-    game.close()
-    return steps / elapsed
-
-
-async def _session_worker(target: str, task: str, steps: int, seed: int) -> int:
-    from moria.clients import EnvClient
-    from moria.codecs import text_action
-    from moria.env.v1 import env_service_pb2 as env_pb
-
-    rng = random.Random(seed)
-    session = EnvClient(target).session()
-    opened = await session.open(env_pb.OpenRequest(task=f"{FAMILY_OF[task]}:{task}", seed=seed))
-    names = [a.name for a in opened.agents["agent_0"].action_space.actions][:8]
-    done = 0
-    while done < steps:
-        response = await session.step({"agent_0": text_action(rng.choice(names))})
-        done += 1
-        if response.HasField("episode_end"):
-            await session.reset(rng.getrandbits(32) + 1)
-    await session.close()
-    return done
+    return inprocess_steps_per_s(FAMILY_OF[task], task, steps, seeds=SEEDS)
 
 
 async def server_steps_per_s(task: str, steps: int, sessions: int) -> float:
     """Through an Env server process (games in worker processes), ``sessions`` at once."""
-    from orchestrator.stack import LocalStack
+    from benchmarks.families import server_steps_per_s as family_server_steps_per_s
 
-    with tempfile.TemporaryDirectory() as logs:
-        async with LocalStack(["minihack", "nle"], Path(logs), with_agent=False) as stack:
-            await _session_worker(stack.env_target, task, 5, 10**6)  # warm the forkserver
-            start = time.perf_counter()
-            counts = await asyncio.gather(*(_session_worker(stack.env_target, task,
-                                                            steps // sessions, i + 1)
-                                            for i in range(sessions)))
-            return sum(counts) / (time.perf_counter() - start)
+    return await family_server_steps_per_s(FAMILY_OF[task], task, steps, sessions, SEEDS)
 
 
 def _workers_memory(server_pid: int) -> dict[str, float]:

@@ -9,6 +9,9 @@
 
 3. NetHack families (``benchmarks/nethack.py``): MiniHack and NLE steps/s raw, with text, and
    through the Env server; memory per session; sessions per server at the default capacity.
+4. Crafter, TextWorld and BabaIsAI (``benchmarks/families.py``): steps/s in-process vs through
+   the Env server (1 and 4 sessions), and the one-time cost of generating TextWorld games with
+   BALROG's recipes (seconds per game per family, into an empty cache).
 
 Servers run as separate processes on unix sockets, as the local stack runs them.
 
@@ -154,8 +157,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="steps per throughput figure")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--suites", default="babyai,nethack",
-                        help="comma-separated: babyai, nethack")
+    parser.add_argument("--suites", default="babyai,nethack,families",
+                        help="comma-separated: babyai, nethack, families")
+    parser.add_argument("--tw-games", type=int, default=2,
+                        help="TextWorld games generated per family for the generation cost")
     args = parser.parse_args()
     suites = set(args.suites.split(","))
     results: dict[str, Any] = {
@@ -166,6 +171,8 @@ def main() -> None:
         from benchmarks.nethack import run as nethack_figures
 
         results["nethack_steps_per_s_and_memory"] = nethack_figures(args.steps // 2)
+    if "families" in suites:
+        results.update(family_figures(args))
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
@@ -185,6 +192,51 @@ def babyai_figures(args: argparse.Namespace) -> dict[str, Any]:
             "remote_16_over_in_process": round(remote_16 / inproc, 3)},
         "concurrent_episodes_fixed_latency": episodes,
     }
+
+
+def family_figures(args: argparse.Namespace) -> dict[str, Any]:
+    """Crafter, TextWorld and BabaIsAI throughput, and the TextWorld generation cost."""
+    from benchmarks.families import compare
+
+    generation = textworld_generation_cost(args.tw_games)
+    steps = max(200, args.steps // 4)
+    return {
+        "textworld_generation_s_per_game": generation,
+        "crafter_steps_per_s": compare("crafter", "default", steps),
+        # TextWorld plays the walkthrough of the games built above (indices 0..tw_games-1)
+        "textworld_steps_per_s": compare("textworld", "the_cooking_game", steps // 4,
+                                         seeds=tuple(range(args.tw_games))),
+        "babaisai_steps_per_s": compare("babaisai", "env/two_room-break_stop-make_win", steps),
+    }
+
+
+def textworld_generation_cost(games_per_family: int) -> dict[str, Any]:
+    """Seconds to generate games 0..N-1 of each TextWorld family into an empty cache, with the
+    cache size; the games are then copied into the real cache so later figures can play them."""
+    import shutil
+
+    from env_server.families.textworld import games
+
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        previous = os.environ.get("MORIA_CACHE_DIR")
+        os.environ["MORIA_CACHE_DIR"] = tmp
+        try:
+            for family in games.GAME_FAMILIES:
+                start = time.perf_counter()
+                for index in range(games_per_family):
+                    games.build_game(family, index)
+                figures[family] = round((time.perf_counter() - start) / games_per_family, 2)
+            built = games.games_dir()
+            size = sum(p.stat().st_size for p in built.rglob("*") if p.is_file())
+            figures["cache_bytes_per_game"] = size // (games_per_family * len(figures))
+        finally:
+            if previous is None:
+                os.environ.pop("MORIA_CACHE_DIR", None)
+            else:
+                os.environ["MORIA_CACHE_DIR"] = previous
+        shutil.copytree(built, games.games_dir(), dirs_exist_ok=True)
+    return figures
 
 
 if __name__ == "__main__":
