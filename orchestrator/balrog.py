@@ -19,6 +19,10 @@ EPISODES_PER_TASK: dict[str, int] = {
     "babyai": 10, "crafter": 10, "textworld": 10, "babaisai": 3, "minihack": 5, "nle": 5,
 }
 
+#: Envs whose episode seed selects one of n fixed games by ``seed mod n``: env -> n. The
+#: orchestrator aligns episode i's seed on game i mod n (``runner.derive_seed``).
+SEED_CYCLES: dict[str, int] = {"textworld": 25}
+
 BABYAI_TASKS: list[str] = [
     "BabyAI-MixedTrainLocal-v0/goto",
     "BabyAI-MixedTrainLocal-v0/pickup",

@@ -39,6 +39,7 @@ from orchestrator.episode import (
     InfrastructureFault,
     run_episode,
 )
+from orchestrator.balrog import SEED_CYCLES
 from orchestrator.records import EpisodeRecord, StepRecord
 from orchestrator.results import atomic_write_text, completed_keys, summarize, write_episode
 from orchestrator.spec import RunSpec
@@ -52,9 +53,17 @@ def derive_seed(run_seed: int, env: str, task: str, episode_index: int) -> int:
     """The 64-bit seed of one episode: sha256 of (run seed, env, task, index), first 8 bytes.
 
     Independent of time, PIDs, worker order and concurrency (BALROG's pid/time seeding is a
-    known defect)."""
+    known defect). For envs that pick one of a fixed set of games by ``seed mod n``
+    (``balrog.SEED_CYCLES``: TextWorld's 25 games per task) the seed is moved to the nearest
+    value below with ``seed mod n == episode_index mod n``, so episode i plays game i, as
+    BALROG's sequential game choice does, instead of a random draw with repeats.
+    """
     digest = hashlib.sha256(f"{run_seed}|{env}|{task}|{episode_index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
+    seed = int.from_bytes(digest[:8], "little")
+    cycle = SEED_CYCLES.get(env)
+    if cycle:
+        seed = max(0, seed - seed % cycle - cycle) + episode_index % cycle
+    return seed
 
 
 class PreflightError(RuntimeError):
@@ -167,7 +176,9 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
                 raise
         outcome.summary = summarize(out, envs=spec.envs.env_list,
                                     extra={"run_id": run_id, "run_seed": spec.eval.seed,
-                                           "versions": versions})
+                                           "versions": versions,
+                                           "env_kwargs": {env: spec.envs.kwargs_for(env)
+                                                          for env in spec.envs.env_list}})
         telemetry.event("run_finished", ran=outcome.ran, skipped=skipped,
                         average_progress=outcome.summary.get("average_progress"))
     return outcome

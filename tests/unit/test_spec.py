@@ -102,3 +102,10 @@ def test_num_samples_caps_each_env_round_robin_over_tasks() -> None:
     assert set(capped) <= set(full)  # same keys, hence the same seeds, as the full run
     with pytest.raises(SpecError, match="num_samples"):
         load_spec(None, ["eval.num_samples=0"])
+
+
+def test_textworld_episode_i_plays_game_i() -> None:
+    seeds = [derive_seed(3, "textworld", "coin_collector", i) for i in range(30)]
+    assert [s % 25 for s in seeds] == [i % 25 for i in range(30)]
+    assert len(set(seeds)) == 30  # still distinct seeds, derived from the run seed
+    assert derive_seed(4, "textworld", "coin_collector", 0) != seeds[0]

@@ -1,0 +1,83 @@
+"""The ``babaisai`` family: BALROG's 40 BabaIsAI puzzles on Moria's own engine.
+
+Tasks: ``env/<puzzle>`` (BALROG's ids, see ``tasks.py``); the bare ``<puzzle>`` is an alias.
+
+Family-specific options (``GameOptions.kwargs``):
+- ``tile_size`` (int, 4..128, default 32): pixels per cell of rendered frames;
+- ``text_fixes`` (bool, default False): corrected text observations (plural "steps" in every
+  direction, every thing listed including baba and stacked things, rule colours shown) instead
+  of the reference's text, which is the default for comparable scores.
+
+Pure Python (numpy and Pillow only); the game modules are imported on first use.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.options import pop_bool, pop_int, reject_unknown
+
+DEFAULT_TILE_SIZE = 32
+OPTION_NAMES = ["tile_size", "text_fixes"]
+
+
+class BabaIsAIFamily(Family):
+    """Lists and opens the BabaIsAI puzzles."""
+
+    name = "babaisai"
+    packages = ("numpy", "pillow")
+
+    def __init__(self) -> None:
+        self._tasks: list[TaskInfo] | None = None
+
+    def list_tasks(self) -> list[TaskInfo]:
+        """The 40 BALROG tasks in BALROG's order, 100 steps each, default action ``idle``."""
+        if self._tasks is None:
+            from env_server.families.babaisai.instruction import DEFAULT_ACTION
+            from env_server.families.babaisai.tasks import MAX_STEPS, TASK_NAMES, describe
+
+            self._tasks = [
+                TaskInfo(
+                    family=self.name,
+                    task=task,
+                    description=describe(task.split("/", 1)[1]),
+                    max_steps=MAX_STEPS,
+                    default_action=DEFAULT_ACTION,
+                )
+                for task in TASK_NAMES
+            ]
+        return list(self._tasks)
+
+    def open(self, task: str, options: GameOptions) -> Game:
+        """Create a game (not reset yet).
+
+        Raises:
+            TaskNotFoundError: unknown task (``valid`` lists the 40 canonical ids).
+            GameOptionError: more than one player or a player id other than ``agent_0``, a
+                non-positive ``max_steps``, a negative seed, or a bad / unknown ``kwargs`` key.
+        """
+        from env_server.families.babaisai.game import AGENT_ID, BabaIsAIGame
+        from env_server.families.babaisai.tasks import PREFIX, TASK_NAMES, puzzle_name
+
+        puzzle = puzzle_name(task)
+        if puzzle is None:
+            raise TaskNotFoundError(task, list(TASK_NAMES))
+        if len(options.players) > 1 or any(
+            p.agent_id not in ("", AGENT_ID) for p in options.players
+        ):
+            raise GameOptionError(
+                f"players: babaisai is single-agent; use one player {AGENT_ID!r}")
+        limit = options.max_steps
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, Real) or int(limit) != limit
+            or limit < 1
+        ):
+            raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        if options.seed < 0:
+            raise GameOptionError(f"seed: must be >= 0, got {options.seed}")
+        kwargs = dict(options.kwargs)
+        tile_size = pop_int(kwargs, "tile_size", DEFAULT_TILE_SIZE, 4, 128)
+        text_fixes = pop_bool(kwargs, "text_fixes", False)
+        reject_unknown(kwargs, task, OPTION_NAMES)
+        return BabaIsAIGame(PREFIX + puzzle, puzzle, options, tile_size, text_fixes)

@@ -1,0 +1,82 @@
+"""The ``crafter`` family: BALROG's Crafter, one task ``default``.
+
+Family options (``GameOptions.kwargs``) are described in ``config.py``: ``text_format``
+("legacy" default / "current") with the current format's ``unique_items``,
+``precise_location``, ``skip_items``, ``edge_only_items``, and BALROG's ``crafter_kwargs`` keys
+``size``, ``area``, ``view``, ``reward``, ``seed``, ``max_episode_steps``.
+
+crafter is imported when a game is opened, not when this module is imported.
+"""
+
+from __future__ import annotations
+
+from numbers import Real
+
+from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+
+TASK = "default"
+AGENT_ID = "agent_0"
+
+
+class CrafterFamily(Family):
+    """Lists and opens the Crafter task."""
+
+    name = "crafter"
+    packages = ("crafter", "numba")
+    #: crafter is pure Python + numpy with no global state; games run on the server's threads.
+    isolation = "thread"
+    #: used only when a server forces process isolation for this family
+    preload = ("crafter", "env_server.families.crafter.game")
+
+    def list_tasks(self) -> list[TaskInfo]:
+        """One task, ``default`` (BALROG's): 2000 steps, default action ``Noop``."""
+        from env_server.families.crafter.config import DEFAULT_MAX_STEPS
+        from env_server.families.crafter.vocab import DEFAULT_ACTION
+
+        return [
+            TaskInfo(
+                family=self.name,
+                task=TASK,
+                description="survive and unlock as many of Crafter's 22 achievements as "
+                "possible in a procedurally generated 64x64 world",
+                max_steps=DEFAULT_MAX_STEPS,
+                default_action=DEFAULT_ACTION,
+            )
+        ]
+
+    def open(self, task: str, options: GameOptions) -> Game:
+        """Create a game (not reset yet); the first open in a process also warms crafter's
+        world generation (``world.warm_up``).
+
+        Raises:
+            TaskNotFoundError: a task other than ``default``.
+            GameOptionError: more than one player or a player id other than ``agent_0``, a
+                non-positive ``max_steps``, ``oracle`` (there is no expert), or a bad ``kwargs``
+                value (``config.parse_kwargs``).
+        """
+        if task != TASK:
+            raise TaskNotFoundError(task, [TASK])
+        if len(options.players) > 1 or any(
+            p.agent_id not in ("", AGENT_ID) for p in options.players
+        ):
+            raise GameOptionError(f"players: crafter is single-agent; use one player {AGENT_ID!r}")
+        limit = options.max_steps
+        if limit is not None and (
+            isinstance(limit, bool)
+            or not isinstance(limit, Real)
+            or int(limit) != limit
+            or limit < 1
+        ):
+            raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        if options.oracle:
+            raise GameOptionError(
+                "oracle: crafter has no expert player; open the game with oracle=false"
+            )
+
+        from env_server.families.crafter.config import parse_kwargs
+        from env_server.families.crafter.game import CrafterGame
+        from env_server.families.crafter.world import warm_up
+
+        config = parse_kwargs(options.kwargs, task)
+        warm_up()
+        return CrafterGame(config, options)
