@@ -33,13 +33,13 @@ from rich.progress import (
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
+from orchestrator.balrog import SEED_CYCLES
 from orchestrator.episode import (
     EpisodePlan,
     EpisodeSetupError,
     InfrastructureFault,
     run_episode,
 )
-from orchestrator.balrog import SEED_CYCLES
 from orchestrator.records import EpisodeRecord, StepRecord
 from orchestrator.results import atomic_write_text, completed_keys, summarize, write_episode
 from orchestrator.spec import RunSpec

@@ -80,5 +80,5 @@ def test_sources_by_env_or_data_name() -> None:
     assert [s.name for s in sources_for(["textworld", "local-model"])] == [
         "textworld", "local-model"]
     assert sources_for(["babyai"]) == []  # a known env with nothing to build
-    with pytest.raises(ValueError, match="allowed: .*boxoban"):
+    with pytest.raises(ValueError, match=r"allowed: .*boxoban"):
         sources_for(["chess"])
