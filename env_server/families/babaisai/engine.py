@@ -16,6 +16,8 @@ Source of reference behaviour: environments.md 6.2 (nacloos/baba-is-ai ``grid.py
    - an OPEN thing moving into a SHUT thing (or the reverse) destroys both.
 2. MOVE things that have not moved yet step once in the direction they face.
 3. The rules are read again from the whole grid; NOUN IS NOUN rules then transform objects.
+   (They are only re-read when a text block moved: objects never lie on top of text, so the
+   top-of-cell text, which alone forms rules, changes only then.)
 
 The checks of step 1 use the rules in force *before* the step. A thing moves at most once per
 step by its own property (a YOU thing pushed onto a later cell does not move again).

@@ -5,7 +5,9 @@ agent follows it, the remaining actions stay valid (the engine is deterministic)
 plays anything else, the next advice is planned afresh from the new state. When no plan is found
 (the agent made the puzzle unwinnable, or the steps left are too few) the advice is ``idle``
 for the rest of the episode: a state with no plan within ``B`` steps cannot have a successor with
-a plan within ``B - 1``, so searching again would only cost time.
+a plan within ``B - 1``, so searching again would only cost time. The search is capped at
+``MAX_EXPANSIONS`` states (about a second and a half on one core; a fresh BALROG puzzle needs at
+most a few hundred), so a hopeless state costs one slow step, once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from env_server.families.babaisai.grid import Board
 from env_server.families.babaisai.instruction import ACTION_NAMES, DEFAULT_ACTION
 from env_server.families.babaisai.rules import Ruleset
 from env_server.families.babaisai.solver import solve
+
+MAX_EXPANSIONS = 10_000
 
 
 class Oracle:
@@ -35,7 +39,8 @@ class Oracle:
         if self._gave_up:
             return DEFAULT_ACTION
         if not self._plan:
-            plan = solve(board, budget=steps_left, ruleset=ruleset)
+            plan = solve(board, budget=steps_left, ruleset=ruleset,
+                         max_expansions=MAX_EXPANSIONS)
             if plan is None:
                 self._gave_up = True
                 return DEFAULT_ACTION

@@ -42,6 +42,16 @@ class Puzzle:
     target_plan: str
 
 
+@dataclass(frozen=True)
+class Distractors:
+    """Which distractors a puzzle has (the ``-distr_*`` parts of its name)."""
+
+    obj: bool = False
+    rule: bool = False
+    irrelevant_rule: bool = False
+    win_rule: bool = False
+
+
 class _Layout:
     """A board under construction plus the episode's random generator."""
 
@@ -104,14 +114,13 @@ _SINGLE_DISTRACTOR_SPOTS: tuple[Pos, ...] = (
 )
 
 
-def single_room(rng: np.random.Generator, *, make_win: bool, distr_obj: bool, distr_rule: bool,
-                irrelevant_rule: bool = False) -> Puzzle:
+def single_room(rng: np.random.Generator, *, make_win: bool, distractors: Distractors) -> Puzzle:
     """``goto_win*`` / ``make_win*`` (environments.md 6.3, single room).
 
     ``baba is you`` at (1,6)-(3,6), ``obj1 is win`` at (1,1)-(3,1); ``make_win`` moves the obj1
-    word to an empty cell with x, y in 2..5; ``distr_rule`` adds a text block naming obj2 (obj3
-    with ``irrelevant_rule``) at an unusable spot; baba, obj1 (and obj2 with ``distr_obj``) go to
-    empty cells with y >= 2.
+    word to an empty cell with x, y in 2..5; ``distractors.rule`` adds a text block naming obj2
+    (obj3 with ``irrelevant_rule``) at an unusable spot; baba, obj1 (and obj2 with
+    ``distractors.obj``) go to empty cells with y >= 2.
     """
     lay = _Layout(8, 8, rng)
     obj1, obj2, obj3 = lay.objects()
@@ -119,13 +128,13 @@ def single_room(rng: np.random.Generator, *, make_win: bool, distr_obj: bool, di
     lay.rule((obj1[1], "is", "win"), (1, 1))
     if make_win:
         lay.relocate((1, 1), lay.pick(lay.empty_in(range(2, 6), range(2, 6))))
-    if distr_rule:
+    if distractors.rule:
         spot = _SINGLE_DISTRACTOR_SPOTS[int(rng.integers(len(_SINGLE_DISTRACTOR_SPOTS)))]
-        lay.put(spot, text_code(obj3[1] if irrelevant_rule else obj2[1]))
+        lay.put(spot, text_code(obj3[1] if distractors.irrelevant_rule else obj2[1]))
     interior = (range(1, 7), range(2, 7))
     lay.place(BABA, *interior)
     lay.place(_obj(obj1), *interior)
-    if distr_obj:
+    if distractors.obj:
         lay.place(_obj(obj2), *interior)
     name = obj1[1]
     plan = f"make[{name} is win], goto[{name}]" if make_win else f"goto[{name}]"
@@ -155,28 +164,30 @@ def _two_room_base(rng: np.random.Generator) -> _Layout:
 
 
 def two_room(rng: np.random.Generator, *, objects_in: str, stop_broken: bool, make_win: bool,
-             distr_obj: bool, distr_rule: bool, irrelevant_rule: bool = False,
-             distr_win_rule: bool = False) -> Puzzle:
+             distractors: Distractors) -> Puzzle:
     """The ``two_room-*`` goto/break_stop/maybe_break_stop/make_win tasks (6.3, two rooms).
 
     A divider of wall objects at x = 6; ``baba is you`` at (1,7)-(3,7), ``wall is stop`` at
     (1,2)-(3,2), ``obj1 is win`` at (9,1)-(11,1). ``stop_broken`` moves its ``is`` or ``stop``
     block to an empty cell in x 2..5, y 3..5; ``make_win`` moves the obj1 word to x 7..10,
     y 3..5. ``objects_in`` (``left``, ``right``, ``anywhere``) is the area of obj1/obj2; baba
-    starts in x 2..5, y 3..5.
+    starts in x 2..5, y 3..5. Distractor text: with ``irrelevant_rule`` a block naming obj3 in
+    x 7..10, y 3..5; else with ``obj`` a block naming obj2 at an unusable right/bottom border
+    spot; else a block naming obj2 in x 7..10, y 3..5. ``win_rule`` adds ``obj3 is win`` at
+    (9,4)-(11,4).
     """
     lay = _two_room_base(rng)
     obj1, obj2, obj3 = lay.objects()
     lay.rule(("baba", "is", "you"), (1, 7))
     lay.rule(("wall", "is", "stop"), (1, 2))
     lay.rule((obj1[1], "is", "win"), (9, 1))
-    if distr_win_rule:
+    if distractors.win_rule:
         lay.rule((obj3[1], "is", "win"), (9, 4))
     right_pushable = (range(7, 11), range(3, 6))
-    if distr_rule:
-        if irrelevant_rule:
+    if distractors.rule:
+        if distractors.irrelevant_rule:
             lay.place(text_code(obj3[1]), *right_pushable)
-        elif distr_obj:
+        elif distractors.obj:
             spots = [p for p in _RIGHT_UNPUSHABLE if lay.board.is_empty(*p)]
             lay.put(lay.pick(spots), text_code(obj2[1]))
         else:
@@ -188,7 +199,7 @@ def two_room(rng: np.random.Generator, *, objects_in: str, stop_broken: bool, ma
         lay.relocate((9, 1), lay.pick(lay.empty_in(*right_pushable)))
     lay.place(BABA, range(2, 6), range(3, 6))
     obj1_pos = lay.place(_obj(obj1), *_AREAS[objects_in])
-    if distr_obj:
+    if distractors.obj:
         lay.place(_obj(obj2), *_AREAS[objects_in])
     name = obj1[1]
     steps = []
@@ -253,41 +264,45 @@ def make_wall_win(rng: np.random.Generator) -> Puzzle:
 
 Builder = Callable[[np.random.Generator], Puzzle]
 
-_VARIANTS: dict[str, dict[str, bool]] = {
-    "": {"distr_obj": False, "distr_rule": False},
-    "-distr_obj": {"distr_obj": True, "distr_rule": False},
-    "-distr_rule": {"distr_obj": False, "distr_rule": True},
-    "-distr_obj_rule": {"distr_obj": True, "distr_rule": True},
-    "-distr_obj-irrelevant_rule": {"distr_obj": True, "distr_rule": True, "irrelevant_rule": True},
+
+_VARIANTS: dict[str, Distractors] = {
+    "": Distractors(),
+    "-distr_obj": Distractors(obj=True),
+    "-distr_rule": Distractors(rule=True),
+    "-distr_obj_rule": Distractors(obj=True, rule=True),
+    "-distr_obj-irrelevant_rule": Distractors(obj=True, rule=True, irrelevant_rule=True),
 }
-_DISTR_WIN_RULE = {"distr_obj": True, "distr_rule": True, "distr_win_rule": True}
+_DISTR_WIN_RULE = Distractors(obj=True, rule=True, win_rule=True)
 
 
 def _registry() -> dict[str, Builder]:
     table: dict[str, Builder] = {}
     for stem, make in (("goto_win", False), ("make_win", True)):
         for suffix, flags in _VARIANTS.items():
-            table[stem + suffix] = partial(single_room, make_win=make, **flags)
+            table[stem + suffix] = partial(single_room, make_win=make, distractors=flags)
     two = "two_room-"
     for suffix, flags in _VARIANTS.items():
         table[f"{two}goto_win{suffix}"] = partial(
-            two_room, objects_in="left", stop_broken=True, make_win=False, **flags)
+            two_room, objects_in="left", stop_broken=True, make_win=False, distractors=flags)
     table[f"{two}goto_win-distr_win_rule"] = partial(
-        two_room, objects_in="left", stop_broken=True, make_win=False, **_DISTR_WIN_RULE)
+        two_room, objects_in="left", stop_broken=True, make_win=False,
+        distractors=_DISTR_WIN_RULE)
     for suffix, flags in _VARIANTS.items():
         table[f"{two}break_stop-goto_win{suffix}"] = partial(
-            two_room, objects_in="right", stop_broken=False, make_win=False, **flags)
+            two_room, objects_in="right", stop_broken=False, make_win=False, distractors=flags)
     for suffix, flags in _VARIANTS.items():
         table[f"{two}maybe_break_stop-goto_win{suffix}"] = partial(
-            two_room, objects_in="anywhere", stop_broken=False, make_win=False, **flags)
+            two_room, objects_in="anywhere", stop_broken=False, make_win=False,
+            distractors=flags)
     for suffix, flags in _VARIANTS.items():
         table[f"{two}make_win{suffix}"] = partial(
-            two_room, objects_in="left", stop_broken=True, make_win=True, **flags)
+            two_room, objects_in="left", stop_broken=True, make_win=True, distractors=flags)
     table[f"{two}make_win-distr_win_rule"] = partial(
-        two_room, objects_in="left", stop_broken=True, make_win=True, **_DISTR_WIN_RULE)
+        two_room, objects_in="left", stop_broken=True, make_win=True,
+        distractors=_DISTR_WIN_RULE)
     for suffix, flags in _VARIANTS.items():
         table[f"{two}break_stop-make_win{suffix}"] = partial(
-            two_room, objects_in="right", stop_broken=False, make_win=True, **flags)
+            two_room, objects_in="right", stop_broken=False, make_win=True, distractors=flags)
     table[f"{two}make_you"] = partial(make_you, make_win=False)
     table[f"{two}make_you-make_win"] = partial(make_you, make_win=True)
     table[f"{two}make_wall_win"] = make_wall_win

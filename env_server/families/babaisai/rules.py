@@ -23,7 +23,9 @@ from env_server.families.babaisai.things import (
     INFO,
     IS_CODE,
     KIND_COLOUR_TEXT,
+    KIND_IS_TEXT,
     KIND_NOUN_TEXT,
+    KIND_OBJECT,
     KIND_PROPERTY_TEXT,
     N_CODES,
     NOUNS,
@@ -76,10 +78,10 @@ def _match(codes: list[int]) -> Rule | None:
     kinds = [INFO[c].kind for c in codes]
     words = [INFO[c].word for c in codes]
     if len(codes) == 4:
-        if kinds == [KIND_COLOUR_TEXT, KIND_NOUN_TEXT, "is_text", KIND_PROPERTY_TEXT]:
+        if kinds == [KIND_COLOUR_TEXT, KIND_NOUN_TEXT, KIND_IS_TEXT, KIND_PROPERTY_TEXT]:
             return Rule(noun=words[1], prop=words[3], colour=words[0])
         return None
-    if kinds[0] != KIND_NOUN_TEXT or kinds[1] != "is_text":
+    if kinds[0] != KIND_NOUN_TEXT or kinds[1] != KIND_IS_TEXT:
         return None
     if kinds[2] == KIND_PROPERTY_TEXT:
         return Rule(noun=words[0], prop=words[2])
@@ -138,14 +140,12 @@ def ruleset_of(rules: tuple[Rule, ...]) -> Ruleset:
             continue
         bit = PROP_BIT[rule.prop]
         colours = (rule.colour,) if rule.colour else COLOURS
-        if rule.colour and rule.colour not in COLOURS:
-            continue
         for colour in colours:
             for d in range(4):
                 props[object_code(rule.noun, colour, d)] |= bit
     for code in range(N_CODES):
         p = props[code]
-        if INFO[code].kind == "object":
+        if INFO[code].kind == KIND_OBJECT:
             if p & STOP:
                 p |= BLOCKS
             if p & PUSH:

@@ -22,8 +22,8 @@ weighted). ``h`` estimates the moves left to a win:
   without crossing STOP things is routed through the nearest block of an active STOP rule (to
   push it out of its line).
 
-Typical BALROG puzzles are solved in tens to hundreds of expansions (see the tests and the
-family's README numbers in the final report).
+On BALROG's 40 puzzles (seeds 0..19) the search expands 1 to about 750 states, a few
+milliseconds per puzzle on average.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from env_server.families.babaisai.things import (
 
 MOVES: tuple[int, ...] = (1, 2, 3, 4)  # up, right, down, left (action indices)
 WEIGHT = 2.0
-DEFAULT_MAX_EXPANSIONS = 60_000
+DEFAULT_MAX_EXPANSIONS = 20_000  # ~25x the most any BALROG puzzle needed (seeds 0..19)
 _INF = 1 << 20
 _FAR = 1000  # no route seen by the estimate: keep the state, explore it last
 
@@ -87,7 +87,13 @@ _Build = tuple[int, tuple[int, int], tuple[int, int] | None]
 
 
 class _Scan:
-    """Everything the heuristic needs from one state, read in one pass over the cells."""
+    """Everything the heuristic needs from one state, read in one pass over the cells.
+
+    ``you``: cells whose top thing is YOU (only those move); ``win``: cells holding a WIN object
+    at any depth (one lying under the YOU thing is won by stepping off and back on);
+    ``objects``: noun -> cells holding such an object at any depth; ``words``: word -> cells of
+    top text blocks; ``stop_cells``: indices of cells holding a STOP object.
+    """
 
     __slots__ = ("objects", "stop_cells", "text_key", "win", "words", "you")
 
@@ -102,23 +108,25 @@ class _Scan:
             if not cell:
                 continue
             t = cell & 0xFF
-            p = props[t]
             pos = (i % width, i // width)
-            if p & YOU:
+            if props[t] & YOU:
                 self.you.append(pos)
-            if p & WIN:
-                self.win.append(pos)
-            noun = _OBJ_NOUN[t]
-            if noun:
-                self.objects.setdefault(noun, []).append(pos)
-                if p & STOP:
-                    self.stop_cells.append(i)
-            else:
-                word = _WORD[t]
-                if word:
-                    self.words.setdefault(word, []).append(pos)
-                    text.append(i)
-                    text.append(t)
+            word = _WORD[t]
+            if word:
+                self.words.setdefault(word, []).append(pos)
+                text.append(i)
+                text.append(t)
+            while cell:
+                t = cell & 0xFF
+                noun = _OBJ_NOUN[t]
+                if noun:
+                    p = props[t]
+                    self.objects.setdefault(noun, []).append(pos)
+                    if p & WIN:
+                        self.win.append(pos)
+                    if p & STOP:
+                        self.stop_cells.append(i)
+                cell >>= 8
         #: where the rule words are: every rule-building estimate depends on this only
         self.text_key = tuple(text)
 
@@ -182,7 +190,7 @@ class _Heuristic:
 
         you_set = set(scan.you)
         if you_set & set(scan.win):
-            return 1
+            return 1  # a YOU thing is WIN itself, or stands on a WIN object (off and back on)
         best = min((walk(t) for t in scan.win), default=_INF)
         # build "<noun> is win" for a noun on the map, then walk from the rule to its objects
         win_cost: dict[str, int] = {}
@@ -262,14 +270,12 @@ class _Heuristic:
                     continue  # a slot on the border
                 if self._stuck_other(scan, ns, noun) or self._stuck_other(scan, ps, prop):
                     continue
-                nb = min(noun_blocks, key=lambda b, s=ns: self._push_distance(b, s))
-                pb = min(prop_blocks, key=lambda b, s=ps: self._push_distance(b, s))
-                dn, dp = self._push_distance(nb, ns), self._push_distance(pb, ps)
+                dn, nb = min((self._push_distance(b, ns), b) for b in noun_blocks)
+                dp, pb = min((self._push_distance(b, ps), b) for b in prop_blocks)
                 if dn >= _INF or dp >= _INF:
                     continue
-                moving = [b for b, d in ((nb, dn), (pb, dp)) if d]
-                first = min(moving, key=lambda b: _md(b, ns)) if moving else None
-                yield 2 * (dn + dp), ns, first
+                moving = [(_md(b, ns), b) for b, d in ((nb, dn), (pb, dp)) if d]
+                yield 2 * (dn + dp), ns, min(moving)[1] if moving else None
 
 
 _NOUN_WORDS = frozenset(t.word for t in INFO if t.kind == KIND_NOUN_TEXT)
