@@ -9,7 +9,10 @@ from __future__ import annotations
 from numbers import Real
 from typing import Any
 
-from env_server.game import GameOptionError
+from env_server.game import GameOptionError, GameOptions
+
+#: The agent id of every single-agent family.
+SINGLE_AGENT_ID = "agent_0"
 
 
 def pop_int(kwargs: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -51,3 +54,24 @@ def reject_unknown(kwargs: dict[str, Any], task: str, allowed: list[str]) -> Non
         raise GameOptionError(
             f"kwargs: unknown keys {sorted(kwargs)} for {task}; allowed: {', '.join(allowed)}"
         )
+
+
+def check_single_player(family: str, options: GameOptions) -> None:
+    """One player at most, named ``agent_0`` (or unnamed); else ``GameOptionError``."""
+    if len(options.players) > 1 or any(
+        p.agent_id not in ("", SINGLE_AGENT_ID) for p in options.players
+    ):
+        raise GameOptionError(
+            f"players: {family} is single-agent; use one player {SINGLE_AGENT_ID!r}")
+
+
+def step_limit(options: GameOptions, default: int) -> int:
+    """``options.max_steps`` if set (a positive integer), else ``default``.
+
+    Raises ``GameOptionError`` for anything but a positive integer or None."""
+    limit = options.max_steps
+    if limit is None:
+        return default
+    if isinstance(limit, bool) or not isinstance(limit, Real) or int(limit) != limit or limit < 1:
+        raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+    return int(limit)

@@ -13,10 +13,8 @@ Pure Python (numpy and Pillow only); the game modules are imported on first use.
 
 from __future__ import annotations
 
-from numbers import Real
-
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
-from env_server.options import pop_bool, pop_int, reject_unknown
+from env_server.options import check_single_player, pop_bool, pop_int, reject_unknown, step_limit
 
 DEFAULT_TILE_SIZE = 32
 OPTION_NAMES = ["tile_size", "text_fixes"]
@@ -57,23 +55,14 @@ class BabaIsAIFamily(Family):
             GameOptionError: more than one player or a player id other than ``agent_0``, a
                 non-positive ``max_steps``, a negative seed, or a bad / unknown ``kwargs`` key.
         """
-        from env_server.families.babaisai.game import AGENT_ID, BabaIsAIGame
+        from env_server.families.babaisai.game import BabaIsAIGame
         from env_server.families.babaisai.tasks import PREFIX, TASK_NAMES, puzzle_name
 
         puzzle = puzzle_name(task)
         if puzzle is None:
             raise TaskNotFoundError(task, list(TASK_NAMES))
-        if len(options.players) > 1 or any(
-            p.agent_id not in ("", AGENT_ID) for p in options.players
-        ):
-            raise GameOptionError(
-                f"players: babaisai is single-agent; use one player {AGENT_ID!r}")
-        limit = options.max_steps
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, Real) or int(limit) != limit
-            or limit < 1
-        ):
-            raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        check_single_player(self.name, options)
+        step_limit(options, 1)  # validates options.max_steps; the game applies it
         if options.seed < 0:
             raise GameOptionError(f"seed: must be >= 0, got {options.seed}")
         kwargs = dict(options.kwargs)

@@ -11,11 +11,10 @@ minigrid is imported on first use, not when this module is imported.
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import Any
 
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
-from env_server.options import pop_int
+from env_server.options import check_single_player, pop_int, step_limit
 
 DEFAULT_TILE_SIZE = 32
 MAX_NUM_DISTS = 20
@@ -76,24 +75,14 @@ class BabyAIFamily(Family):
                 is not a BabyAI level (the bot needs BabyAI instructions).
         """
         from env_server.families.babyai import tasks as t
-        from env_server.families.babyai.game import AGENT_ID, BabyAIGame
+        from env_server.families.babyai.game import BabyAIGame
         from env_server.families.babyai.sources import MixedSource, RegisteredSource
 
         ref = t.parse_task(task)
         if ref is None:
             raise TaskNotFoundError(task, t.all_task_names())
-        if len(options.players) > 1 or any(
-            p.agent_id not in ("", AGENT_ID) for p in options.players
-        ):
-            raise GameOptionError(f"players: babyai is single-agent; use one player {AGENT_ID!r}")
-        limit = options.max_steps
-        if limit is not None and (
-            isinstance(limit, bool)
-            or not isinstance(limit, Real)
-            or int(limit) != limit
-            or limit < 1
-        ):
-            raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        check_single_player(self.name, options)
+        step_limit(options, 1)  # validates options.max_steps; the game applies it
 
         kwargs = dict(options.kwargs)
         tile_size = pop_int(kwargs, "tile_size", DEFAULT_TILE_SIZE, 4, 128)

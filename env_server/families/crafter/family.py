@@ -10,9 +10,8 @@ crafter is imported when a game is opened, not when this module is imported.
 
 from __future__ import annotations
 
-from numbers import Real
-
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.options import check_single_player, step_limit
 
 TASK = "default"
 AGENT_ID = "agent_0"
@@ -56,18 +55,8 @@ class CrafterFamily(Family):
         """
         if task != TASK:
             raise TaskNotFoundError(task, [TASK])
-        if len(options.players) > 1 or any(
-            p.agent_id not in ("", AGENT_ID) for p in options.players
-        ):
-            raise GameOptionError(f"players: crafter is single-agent; use one player {AGENT_ID!r}")
-        limit = options.max_steps
-        if limit is not None and (
-            isinstance(limit, bool)
-            or not isinstance(limit, Real)
-            or int(limit) != limit
-            or limit < 1
-        ):
-            raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        check_single_player(self.name, options)
+        step_limit(options, 1)  # validates options.max_steps; the game applies it
         if options.oracle:
             raise GameOptionError(
                 "oracle: crafter has no expert player; open the game with oracle=false"

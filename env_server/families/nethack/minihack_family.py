@@ -112,7 +112,7 @@ class MiniHackFamily(Family):
         spec = mt.parse_task(task)
         if spec is None:
             raise TaskNotFoundError(task, mt.all_task_names())
-        opt.check_players(self.name, options)
+        opt.check_single_player(self.name, options)
         limit = opt.step_limit(options, mt.MAX_STEPS)
         kwargs = dict(options.kwargs)
         text_mode = opt.pop_text_mode(kwargs, options)

@@ -91,7 +91,7 @@ class NLEFamily(Family):
         """
         if task != TASK:
             raise TaskNotFoundError(task, [TASK])
-        opt.check_players(self.name, options)
+        opt.check_single_player(self.name, options)
         limit = opt.step_limit(options, MAX_STEPS)
         kwargs = dict(options.kwargs)
         text_mode = opt.pop_text_mode(kwargs, options)
