@@ -10,9 +10,7 @@ from numbers import Real
 from typing import Any
 
 from env_server.game import GameOptionError, GameOptions
-
-#: The agent id of every single-agent family.
-SINGLE_AGENT_ID = "agent_0"
+from env_server.single_agent import AGENT_ID as SINGLE_AGENT_ID
 
 
 def pop_int(kwargs: dict[str, Any], key: str, default: int, low: int, high: int) -> int:

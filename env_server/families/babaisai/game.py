@@ -30,9 +30,6 @@ from typing import Any
 import numpy as np
 
 from env_server.actions import (
-    invalid_action_feedback,
-    resolve_action,
-    single_agent_action,
     single_agent_result,
 )
 from env_server.families.babaisai.engine import advance
@@ -53,18 +50,17 @@ from env_server.game import (
     ActionInfo,
     AgentTransition,
     AgentView,
-    Game,
     GameOptions,
     StepResult,
     SubmittedAction,
 )
+from env_server.single_agent import AGENT_ID, SingleAgentGame
 
-AGENT_ID = "agent_0"
 WIN_PENALTY = 0.9
 LOSE_REWARD = -1.0
 
 
-class BabaIsAIGame(Game):
+class BabaIsAIGame(SingleAgentGame):
     """A BabaIsAI game; built by ``BabaIsAIFamily.open``, not reset yet.
 
     Args:
@@ -105,11 +101,6 @@ class BabaIsAIGame(Game):
     # -- static facts -------------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        """Always ``["agent_0"]``."""
-        return [AGENT_ID]
-
-    @property
     def max_steps(self) -> int:
         """The step limit: ``GameOptions.max_steps`` if set, else 100."""
         return self._limit
@@ -119,14 +110,10 @@ class BabaIsAIGame(Game):
         self._check_agent(agent_id)
         return build_instruction(self._limit)
 
-    def actions(self, agent_id: str) -> list[ActionInfo]:
-        """``idle``, ``up``, ``right``, ``down``, ``left`` (index order 0..4)."""
-        self._check_agent(agent_id)
+    def _action_list(self) -> list[ActionInfo]:
         return list(ACTIONS)
 
-    def default_action(self, agent_id: str) -> str:
-        """``idle``, as in BALROG."""
-        self._check_agent(agent_id)
+    def _default_name(self) -> str:
         return DEFAULT_ACTION
 
     # -- episode ------------------------------------------------------------------------------
@@ -154,10 +141,8 @@ class BabaIsAIGame(Game):
             RuntimeError: before ``reset`` or after the episode ended.
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
-        submitted = single_agent_action(actions, AGENT_ID, started=self._board is not None,
-                                        done=self._done)
-        applied, valid = resolve_action(submitted, ACTIONS, DEFAULT_ACTION)
-        feedback = "" if valid else invalid_action_feedback(submitted, applied)
+        choice = self._choose(actions, started=self._board is not None)
+        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
         index = ACTION_INDEX[applied]
         board, ruleset = self._started()
 
@@ -184,7 +169,7 @@ class BabaIsAIGame(Game):
         if self._done:
             self._progression = 1.0 if reward > 0 else 0.0
 
-        notice = feedback if self._options.feedback_on_invalid_action else ""
+        notice = choice.notice
         transition = AgentTransition(
             view=self._view(notice),
             reward=reward,
@@ -242,7 +227,3 @@ class BabaIsAIGame(Game):
         assert self._board is not None and self._ruleset is not None
         return self._board, self._ruleset
 
-    @staticmethod
-    def _check_agent(agent_id: str) -> None:
-        if agent_id != AGENT_ID:
-            raise KeyError(f"unknown agent {agent_id!r}; this game has only {AGENT_ID!r}")

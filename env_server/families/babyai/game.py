@@ -17,9 +17,6 @@ from typing import Any
 import numpy as np
 
 from env_server.actions import (
-    invalid_action_feedback,
-    resolve_action,
-    single_agent_action,
     single_agent_result,
 )
 from env_server.families.babyai.describe import balrog_text, describe
@@ -35,16 +32,14 @@ from env_server.game import (
     ActionInfo,
     AgentTransition,
     AgentView,
-    Game,
     GameOptions,
     StepResult,
     SubmittedAction,
 )
+from env_server.single_agent import AGENT_ID, SingleAgentGame
 
-AGENT_ID = "agent_0"
 
-
-class BabyAIGame(Game):
+class BabyAIGame(SingleAgentGame):
     """A BabyAI game; built by ``BabyAIFamily.open``, not reset yet.
 
     Args:
@@ -74,11 +69,6 @@ class BabyAIGame(Game):
     # -- static facts -----------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        """Always ``["agent_0"]``."""
-        return [AGENT_ID]
-
-    @property
     def max_steps(self) -> int:
         """The step limit of the current episode (``GameOptions.max_steps`` if set)."""
         return int(self._started().max_steps)
@@ -88,14 +78,10 @@ class BabyAIGame(Game):
         self._check_agent(agent_id)
         return build_instruction(self._started().mission)
 
-    def actions(self, agent_id: str) -> list[ActionInfo]:
-        """The six actions in minigrid index order (``done`` is not exposed)."""
-        self._check_agent(agent_id)
+    def _action_list(self) -> list[ActionInfo]:
         return list(ACTIONS)
 
-    def default_action(self, agent_id: str) -> str:
-        """``go forward``, as in BALROG."""
-        self._check_agent(agent_id)
+    def _default_name(self) -> str:
         return DEFAULT_ACTION
 
     # -- episode ----------------------------------------------------------------------------
@@ -125,10 +111,8 @@ class BabyAIGame(Game):
             RuntimeError: before ``reset`` or after the episode ended.
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
-        submitted = single_agent_action(actions, AGENT_ID, started=self._env is not None,
-                                        done=self._done)
-        applied, valid = resolve_action(submitted, ACTIONS, DEFAULT_ACTION)
-        feedback = "" if valid else invalid_action_feedback(submitted, applied)
+        choice = self._choose(actions, started=self._env is not None)
+        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
         index = ACTION_INDEX[applied]
 
         obs, reward, terminated, truncated, _ = self._env.step(index)
@@ -140,7 +124,7 @@ class BabyAIGame(Game):
         self._done = bool(terminated or truncated)
 
         expert = self._oracle.after_step(index) if self._oracle else None
-        notice = feedback if self._options.feedback_on_invalid_action else ""
+        notice = choice.notice
         view = self._view(obs["image"], notice, expert)
         transition = AgentTransition(
             view=view,
@@ -193,7 +177,3 @@ class BabyAIGame(Game):
             self.reset()
         return self._env
 
-    @staticmethod
-    def _check_agent(agent_id: str) -> None:
-        if agent_id != AGENT_ID:
-            raise KeyError(f"unknown agent {agent_id!r}; this game has only {AGENT_ID!r}")

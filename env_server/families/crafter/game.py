@@ -38,9 +38,6 @@ from typing import Any
 import numpy as np
 
 from env_server.actions import (
-    invalid_action_feedback,
-    resolve_action,
-    single_agent_action,
     single_agent_result,
 )
 from env_server.families.crafter.config import CrafterConfig
@@ -59,16 +56,14 @@ from env_server.game import (
     ActionInfo,
     AgentTransition,
     AgentView,
-    Game,
     GameOptions,
     StepResult,
     SubmittedAction,
 )
+from env_server.single_agent import AGENT_ID, SingleAgentGame
 
-AGENT_ID = "agent_0"
 
-
-class CrafterGame(Game):
+class CrafterGame(SingleAgentGame):
     """A Crafter game; built by ``CrafterFamily.open``, not reset yet.
 
     Args:
@@ -98,11 +93,6 @@ class CrafterGame(Game):
     # -- static facts -----------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        """Always ``["agent_0"]``."""
-        return [AGENT_ID]
-
-    @property
     def max_steps(self) -> int:
         """The step limit (agent steps; the reset's Noop is not counted)."""
         return self._step_limit
@@ -112,14 +102,10 @@ class CrafterGame(Game):
         self._check_agent(agent_id)
         return self._instruction
 
-    def actions(self, agent_id: str) -> list[ActionInfo]:
-        """The 17 actions in crafter's index order."""
-        self._check_agent(agent_id)
+    def _action_list(self) -> list[ActionInfo]:
         return list(ACTIONS)
 
-    def default_action(self, agent_id: str) -> str:
-        """``Noop``, as in BALROG."""
-        self._check_agent(agent_id)
+    def _default_name(self) -> str:
         return DEFAULT_ACTION
 
     # -- episode ----------------------------------------------------------------------------
@@ -143,10 +129,8 @@ class CrafterGame(Game):
             RuntimeError: before ``reset`` or after the episode ended.
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
-        submitted = single_agent_action(actions, AGENT_ID, started=self._env is not None,
-                                        done=self._done)
-        applied, valid = resolve_action(submitted, ACTIONS, DEFAULT_ACTION)
-        feedback = "" if valid else invalid_action_feedback(submitted, applied)
+        choice = self._choose(actions, started=self._env is not None)
+        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
 
         _, reward, _, info = self._env.step(ACTION_INDEX[applied])
         reward = float(reward)
@@ -158,7 +142,7 @@ class CrafterGame(Game):
         self._died = terminated
         self._done = terminated or truncated
 
-        notice = feedback if self._options.feedback_on_invalid_action else ""
+        notice = choice.notice
         transition = AgentTransition(
             view=self._view(frame, notice),
             reward=reward,
@@ -232,7 +216,3 @@ class CrafterGame(Game):
             tensors={"semantic": np.ascontiguousarray(window.T)},
         )
 
-    @staticmethod
-    def _check_agent(agent_id: str) -> None:
-        if agent_id != AGENT_ID:
-            raise KeyError(f"unknown agent {agent_id!r}; this game has only {AGENT_ID!r}")

@@ -36,9 +36,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from env_server.actions import (
-    invalid_action_feedback,
-    resolve_action,
-    single_agent_action,
     single_agent_result,
 )
 from env_server.families.nethack.actions import KeyAction
@@ -46,13 +43,12 @@ from env_server.game import (
     ActionInfo,
     AgentTransition,
     AgentView,
-    Game,
     GameOptions,
     StepResult,
     SubmittedAction,
 )
+from env_server.single_agent import AGENT_ID, SingleAgentGame
 
-AGENT_ID = "agent_0"
 SEED_MASK = (1 << 64) - 1
 # NLE's own step limit is disabled (we count agent steps ourselves); this is "never".
 ENV_STEP_LIMIT = 1 << 62
@@ -111,7 +107,7 @@ class StepOutcome:
     message: str
 
 
-class NetHackGame(Game):
+class NetHackGame(SingleAgentGame):
     """A single-agent NetHack/MiniHack game; built by a family's ``open``, not reset yet.
 
     Args:
@@ -163,29 +159,20 @@ class NetHackGame(Game):
     # -- static facts -----------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        """Always ``["agent_0"]``."""
-        return [AGENT_ID]
-
-    @property
     def max_steps(self) -> int:
         """Agent steps per episode (the task's limit or ``GameOptions.max_steps``)."""
         return self._step_limit
-
-    def actions(self, agent_id: str) -> list[ActionInfo]:
-        """The action list (names and descriptions), in index order."""
-        self._check_agent(agent_id)
-        return list(self._actions)
-
-    def default_action(self, agent_id: str) -> str:
-        """The action applied when an answer is not a valid action."""
-        self._check_agent(agent_id)
-        return self._default
 
     def instruction(self, agent_id: str) -> str:
         """The full instruction text (see the family's ``instructions`` functions)."""
         self._check_agent(agent_id)
         return self._instruction()
+
+    def _action_list(self) -> list[ActionInfo]:
+        return list(self._actions)
+
+    def _default_name(self) -> str:
+        return self._default
 
     # -- episode ----------------------------------------------------------------------------
 
@@ -222,10 +209,8 @@ class NetHackGame(Game):
             RuntimeError: before ``reset`` or after the episode ended.
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
-        submitted = single_agent_action(actions, AGENT_ID, started=self._env is not None,
-                                        done=self._done)
-        applied, valid = resolve_action(submitted, self._actions, self._default)
-        feedback = "" if valid else invalid_action_feedback(submitted, applied)
+        choice = self._choose(actions, started=self._env is not None)
+        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
 
         out = self._play(self._index[applied])
         self._steps += 1
@@ -240,7 +225,7 @@ class NetHackGame(Game):
         hint = None
         if self._expert is not None and not self._done:
             hint = self._expert.next(out.obs, out.message, applied)
-        notice = feedback if self._options.feedback_on_invalid_action else ""
+        notice = choice.notice
         self._last_obs_for_render = out.obs
         view = self._view(out.obs, out.message, notice, hint)
         transition = AgentTransition(
@@ -346,11 +331,6 @@ class NetHackGame(Game):
             tensors={"glyphs": np.array(obs["glyphs"]), "blstats": np.array(obs["blstats"])},
             info={} if hint is None else {"expert_action": hint},
         )
-
-    @staticmethod
-    def _check_agent(agent_id: str) -> None:
-        if agent_id != AGENT_ID:
-            raise KeyError(f"unknown agent {agent_id!r}; this game has only {AGENT_ID!r}")
 
     # -- hooks ------------------------------------------------------------------------------
 
