@@ -1,6 +1,7 @@
 # Moria developer entry points. Everything installs into .venv on first use.
 #   make run    set up and run a short real evaluation (BabyAI, 5 tasks x 2 episodes, local model)
 #   make test   set up and run the whole test suite (lint, contract checks, tests)
+#   make suite  set up and run a reduced real-model pass over all six BALROG envs
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +13,7 @@ BUF := .cache/node/node_modules/.bin/buf
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
-.PHONY: install run test lint typecheck protos check-protos buf-lint bench clean
+.PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,16 @@ run: install
 	$(VENV)/bin/moria eval envs.names=babyai eval.num_episodes.babyai=2 \
 	  client.client_name=local agent.max_text_history=128 \
 	  eval.num_workers=1 eval.output_dir=$(RUN_DIR) --hint
+
+# All six BALROG envs, 2 episodes each (round-robin over tasks), capped at 10 steps, local model.
+SUITE_ID ?= local-suite
+suite: install
+	$(VENV)/bin/moria harness --domain balrog --run_id $(SUITE_ID) --num_samples 2 \
+	  eval.max_steps_per_episode=10 agent.max_text_history=4 \
+	  envs.nle_kwargs.text_mode=language eval.num_workers=1
+
+prepare: install
+	$(VENV)/bin/moria prepare
 
 lint: install
 	$(VENV)/bin/ruff check .
