@@ -118,3 +118,28 @@ def candidate_seed(index: int, attempt: int) -> int:
     if index < 0 or not 0 <= attempt < MAX_ATTEMPTS:
         raise ValueError(f"bad candidate (index {index}, attempt {attempt})")
     return SEED_STRIDE * index + attempt
+
+
+def small_recipe(family: str) -> Recipe:
+    """A cheap variant of a family's recipe, for tests only (not BALROG's games).
+
+    treasure_hunter level 1 (5 rooms, one-command quest), coin_collector level 5 (5 rooms),
+    cooking with 2 ingredients in 6 rooms; each builds in about a second. Tests swap it into
+    ``RECIPES``; ``games.is_built`` then treats games of the full recipe as not built.
+    """
+    small: dict[str, dict[str, Any]] = {
+        "treasure_hunter": {"level": 1},
+        "coin_collector": {"level": 5},
+        "the_cooking_game": {**_COOKING_SETTINGS, "recipe": 2, "take": 2, "go": 6},
+    }
+    full = RECIPES[family]
+    settings = small[family]
+    flags = " ".join(f"--{k} {v}" for k, v in settings.items() if not isinstance(v, bool))
+    return Recipe(
+        family=family,
+        challenge=full.challenge,
+        settings=settings,
+        only_last_action=full.only_last_action,
+        walkthrough_length=None,
+        cli=f"tw-make {full.challenge} {flags} (test variant)",
+    )

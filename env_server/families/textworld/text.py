@@ -5,31 +5,36 @@ objective string and only what follows its *last* occurrence is kept (all of it 
 objective does not occur), then stripped. At reset this drops the ASCII "TextWorld" banner and
 the objective paragraph; after the ``goal`` command it leaves an empty text.
 
-Interpreter artefact (checked with TextWorld 1.7.0 / jericho 3.3.1, all three families, .z8):
-every output ends with the Z-machine status line, a ``>`` prompt, padding spaces, then
-``-= <Room> =-<score>/<moves>``, e.g. ``"...unblocked.\\n\\n>" + " " * 128 + "-= Studio =-0/6"``.
-Some replies leave the banner out (``"...recognise.\\n\\n>" + padding``) and questions such as
-``quit``'s end in padding only. It is not game text,
-so :func:`strip_status_line` removes it. (Under TextWorld 1.6.2 BALROG's cooking texts kept it.)
+Interpreter artefact (checked with TextWorld 1.7.0 / jericho 3.3.1 on all three families, .z8):
+every output ends with the Z-machine status line: a ``>`` prompt on its own line, ~128 padding
+spaces, then ``-= <Room> =-<score>/<moves>``, e.g. ``"...unblocked.\\n\\n>" + " " * 128 +
+"-= Studio =-0/6"``. After a yes/no question (``quit``, ``restart``) the prompt is missing and
+only the padding and the banner follow the question. This is not game text, so
+:func:`strip_status_line` removes it (BALROG's cooking texts under TextWorld 1.6.2 kept it).
 """
 
 from __future__ import annotations
 
 import re
 
-# A ">" prompt on its own line, padding, then the room banner and score/moves (the score may be
-# negative in principle); the banner is absent when the status line is blank. Surrounding
-# whitespace goes with it.
-_STATUS_LINE = re.compile(r"[ \t\n]*(?:\n>[ \t]*(?:-= [^\n]*? =--?\d+/\d+)?)?[ \t\n]*\Z")
+# The status line at the very end: an optional "\n>" prompt, padding, then the room banner and
+# score/moves (the score may be negative in principle).
+_STATUS_LINE = re.compile(r"(?:\n>)?[ \t]*-= [^\n]*? =--?\d+/\d+\Z")
 
 
 def strip_status_line(text: str) -> str:
-    """``text`` without the interpreter's trailing ``>  -= Room =-score/moves`` status line.
+    """``text`` without the interpreter's trailing status line (see the module docstring).
 
-    Only a trailer at the very end is removed; text elsewhere is untouched. Trailing whitespace
-    goes too (the result is not stripped on the left).
+    Only a trailer at the very end is removed (also a bare ``>`` prompt left without banner);
+    trailing whitespace goes too, leading whitespace stays.
     """
-    return _STATUS_LINE.sub("", text, count=1)
+    text = text.rstrip()
+    match = _STATUS_LINE.search(text)
+    if match is not None:
+        text = text[: match.start()].rstrip()
+    if text.endswith("\n>") or text == ">":
+        text = text[:-1].rstrip()
+    return text
 
 
 def strip_objective(text: str, objective: str) -> str:
