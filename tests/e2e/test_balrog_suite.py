@@ -22,11 +22,11 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_harness_runs_all_six_envs_and_report_draws_progress(
     tmp_path: Path, cache: dict[str, str]
 ) -> None:
-    # dummy agent (seeded random legal actions), 1 episode per env, 5 steps each; the
-    # treasure_hunter games take minutes to generate, so this run plays the other two families
+    # dummy agent (seeded random legal actions), 1 episode per env, 5 steps each; TextWorld
+    # builds its first game (treasure_hunter #0) into the private cache first
     run = moria("harness", "--domain", "balrog", "--run_id", "smoke", "--num_samples", "1",
                 "--outputs", str(tmp_path), "agent.type=dummy", "eval.max_steps_per_episode=5",
-                "tasks.textworld_tasks=[coin_collector]", "--no-progress", env=cache)
+                "--no-progress", env=cache)
     assert run.returncode == 0, run.stderr[-3000:]
     out = tmp_path / "smoke"
     report = json.loads((out / "report.json").read_text())
@@ -34,6 +34,8 @@ def test_harness_runs_all_six_envs_and_report_draws_progress(
     assert all(e["episodes_played"] == 1 for e in report["environments"].values())
     summary = json.loads((out / "summary.json").read_text())
     assert summary["episodes_total"] == 6
+    assert "prepared 1 textworld item(s)" in run.stderr
+    assert (Path(cache["MORIA_CACHE_DIR"]) / "textworld" / "treasure_hunter").is_dir()
     assert Image.open(out / "progress.png").size[0] >= 800
 
     # the report of one domain, from the harness spelling
