@@ -35,10 +35,10 @@ run: install
 	  client.client_name=local agent.max_text_history=128 \
 	  eval.num_workers=1 eval.output_dir=$(RUN_DIR) --hint
 
-# All six BALROG envs, 2 episodes each (round-robin over tasks), capped at 10 steps, local model.
+# All six BALROG envs, 1 episode each (the first task of each), capped at 10 steps, local model.
 SUITE_ID ?= local-suite
 suite: install
-	$(VENV)/bin/moria harness --domain balrog --run_id $(SUITE_ID) --num_samples 2 \
+	$(VENV)/bin/moria harness --domain balrog --run_id $(SUITE_ID) --num_samples 1 \
 	  eval.max_steps_per_episode=10 agent.max_text_history=4 \
 	  envs.nle_kwargs.text_mode=language eval.num_workers=1
 

@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from env_server.actions import invalid_action_feedback, resolve_action, single_agent_action
-from env_server.game import ActionInfo, Game, GameOptions, SubmittedAction
+from env_server.game import (
+    ActionInfo,
+    AgentTransition,
+    AgentView,
+    Game,
+    GameOptions,
+    SubmittedAction,
+)
 
 #: The one agent of a single-agent game.
 AGENT_ID = "agent_0"
@@ -33,6 +40,13 @@ class Choice:
     valid: bool
     feedback: str
     notice: str
+
+    def transition(self, view: AgentView, reward: float, *, terminated: bool,
+                   truncated: bool) -> AgentTransition:
+        """The agent's transition for this step, carrying the choice's validity and feedback."""
+        return AgentTransition(view=view, reward=reward, terminated=terminated,
+                               truncated=truncated, valid=self.valid,
+                               applied_action=self.applied, feedback=self.feedback)
 
 
 class SingleAgentGame(Game):

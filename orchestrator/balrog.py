@@ -8,6 +8,8 @@ nle 1 x 5.
 
 from __future__ import annotations
 
+from env_server.families.nethack.minihack_tasks import BALROG_TASKS as MINIHACK_BALROG_TASKS
+
 #: The six environments, in BALROG's order.
 SUITE_ENVS: tuple[str, ...] = ("babyai", "crafter", "textworld", "babaisai", "minihack", "nle")
 
@@ -51,16 +53,8 @@ BABAISAI_TASKS: list[str] = (
     + ["env/two_room-make_you", "env/two_room-make_you-make_win", "env/two_room-make_wall_win"]
 )
 
-MINIHACK_TASKS: list[str] = [
-    "MiniHack-Boxoban-Hard-v0",
-    "MiniHack-Boxoban-Medium-v0",
-    "MiniHack-MazeWalk-9x9-v0",
-    "MiniHack-MazeWalk-15x15-v0",
-    "MiniHack-Corridor-R3-v0",
-    "MiniHack-CorridorBattle-Dark-v0",
-    "MiniHack-Quest-Easy-v0",
-    "MiniHack-Quest-Medium-v0",
-]
+#: MiniHack's BALROG set is defined next to the family (its tasks are listed first there).
+MINIHACK_TASKS: list[str] = list(MINIHACK_BALROG_TASKS)
 
 NLE_TASKS: list[str] = ["NetHackChallenge-v0"]
 

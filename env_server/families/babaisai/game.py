@@ -48,7 +48,6 @@ from env_server.families.babaisai.tasks import MAX_STEPS
 from env_server.families.babaisai.text import observation_text
 from env_server.game import (
     ActionInfo,
-    AgentTransition,
     AgentView,
     GameOptions,
     StepResult,
@@ -142,7 +141,7 @@ class BabaIsAIGame(SingleAgentGame):
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
         choice = self._choose(actions, started=self._board is not None)
-        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
+        applied = choice.applied
         index = ACTION_INDEX[applied]
         board, ruleset = self._started()
 
@@ -169,16 +168,8 @@ class BabaIsAIGame(SingleAgentGame):
         if self._done:
             self._progression = 1.0 if reward > 0 else 0.0
 
-        notice = choice.notice
-        transition = AgentTransition(
-            view=self._view(notice),
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            valid=valid,
-            applied_action=applied,
-            feedback=feedback,
-        )
+        transition = choice.transition(self._view(choice.notice), reward, terminated=terminated,
+                                       truncated=truncated)
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
 
     def metrics(self) -> dict[str, Any]:

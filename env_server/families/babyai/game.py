@@ -30,7 +30,6 @@ from env_server.families.babyai.oracle import Oracle
 from env_server.families.babyai.tasks import reduce_seed
 from env_server.game import (
     ActionInfo,
-    AgentTransition,
     AgentView,
     GameOptions,
     StepResult,
@@ -112,7 +111,7 @@ class BabyAIGame(SingleAgentGame):
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
         choice = self._choose(actions, started=self._env is not None)
-        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
+        applied = choice.applied
         index = ACTION_INDEX[applied]
 
         obs, reward, terminated, truncated, _ = self._env.step(index)
@@ -124,17 +123,9 @@ class BabyAIGame(SingleAgentGame):
         self._done = bool(terminated or truncated)
 
         expert = self._oracle.after_step(index) if self._oracle else None
-        notice = choice.notice
-        view = self._view(obs["image"], notice, expert)
-        transition = AgentTransition(
-            view=view,
-            reward=reward,
-            terminated=bool(terminated),
-            truncated=bool(truncated),
-            valid=valid,
-            applied_action=applied,
-            feedback=feedback,
-        )
+        view = self._view(obs["image"], choice.notice, expert)
+        transition = choice.transition(view, reward, terminated=bool(terminated),
+                                       truncated=bool(truncated))
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
 
     def metrics(self) -> dict[str, Any]:

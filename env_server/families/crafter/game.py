@@ -54,7 +54,6 @@ from env_server.families.crafter.window import Frame, local_window
 from env_server.families.crafter.world import frame_from, new_env
 from env_server.game import (
     ActionInfo,
-    AgentTransition,
     AgentView,
     GameOptions,
     StepResult,
@@ -130,7 +129,7 @@ class CrafterGame(SingleAgentGame):
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
         choice = self._choose(actions, started=self._env is not None)
-        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
+        applied = choice.applied
 
         _, reward, _, info = self._env.step(ACTION_INDEX[applied])
         reward = float(reward)
@@ -142,16 +141,8 @@ class CrafterGame(SingleAgentGame):
         self._died = terminated
         self._done = terminated or truncated
 
-        notice = choice.notice
-        transition = AgentTransition(
-            view=self._view(frame, notice),
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            valid=valid,
-            applied_action=applied,
-            feedback=feedback,
-        )
+        view = self._view(frame, choice.notice)
+        transition = choice.transition(view, reward, terminated=terminated, truncated=truncated)
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
 
     def metrics(self) -> dict[str, Any]:

@@ -41,7 +41,6 @@ from env_server.actions import (
 from env_server.families.nethack.actions import KeyAction
 from env_server.game import (
     ActionInfo,
-    AgentTransition,
     AgentView,
     GameOptions,
     StepResult,
@@ -210,7 +209,7 @@ class NetHackGame(SingleAgentGame):
             ValueError: ``actions`` is not exactly one entry for ``agent_0``.
         """
         choice = self._choose(actions, started=self._env is not None)
-        applied, valid, feedback = choice.applied, choice.valid, choice.feedback
+        applied = choice.applied
 
         out = self._play(self._index[applied])
         self._steps += 1
@@ -225,18 +224,10 @@ class NetHackGame(SingleAgentGame):
         hint = None
         if self._expert is not None and not self._done:
             hint = self._expert.next(out.obs, out.message, applied)
-        notice = choice.notice
         self._last_obs_for_render = out.obs
-        view = self._view(out.obs, out.message, notice, hint)
-        transition = AgentTransition(
-            view=view,
-            reward=out.reward,
-            terminated=bool(out.terminated),
-            truncated=bool(truncated and not out.terminated),
-            valid=valid,
-            applied_action=applied,
-            feedback=feedback,
-        )
+        view = self._view(out.obs, out.message, choice.notice, hint)
+        transition = choice.transition(view, out.reward, terminated=bool(out.terminated),
+                                       truncated=bool(truncated and not out.terminated))
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
 
     def metrics(self) -> dict[str, Any]:
