@@ -31,7 +31,6 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from orchestrator.spec import RunSpec
 
@@ -151,13 +150,12 @@ def _model_dir() -> Path:
 #: Every source ``moria prepare`` knows, by name.
 SOURCES: dict[str, Source] = {
     "textworld": Source("textworld", ("textworld",),
-                        "TextWorld games (3 families x 25, BALROG's recipes, .z8)",
+                        "TextWorld games (3 x 25, .z8)",
                         _textworld_all, _textworld_dir),
     "boxoban": Source("boxoban", ("minihack",),
-                      "generated Boxoban levels (medium and hard pools)",
+                      "Boxoban levels (2 x 1000)",
                       _boxoban_all, _boxoban_dir),
-    "local-model": Source("local-model", (), "the default local model's weights "
-                          "(Qwen2.5-Coder-0.5B-Instruct Q4_K_M, joined and sha256-checked)",
+    "local-model": Source("local-model", (), "local model (Qwen2.5-Coder-0.5B Q4_K_M)",
                           _model_items, _model_dir),
 }
 
@@ -281,15 +279,13 @@ def build_items(items: list[DataItem], *, console: Console | None = None,
 
 def prepare_sources(sources: list[Source], *, console: Console | None = None,
                     show_progress: bool = True) -> PrepareReport:
-    """Build everything the given sources can build and print where it went."""
+    """Build everything the given sources can build and print, per source, how many items
+    were built now or already there and where they are."""
     console = console or Console(stderr=True)
     items = [item for source in sources for item in source.all_items()]
     report = build_items(items, console=console, show_progress=show_progress)
-    table = Table(title="moria prepare")
-    for column in ("data", "built now", "already there", "location"):
-        table.add_column(column)
     for source in sources:
-        table.add_row(source.description, str(report.built.get(source.name, 0)),
-                      str(report.present.get(source.name, 0)), str(source.location()))
-    console.print(table)
+        console.print(f"{source.description}: {report.built.get(source.name, 0)} built now, "
+                      f"{report.present.get(source.name, 0)} already there\n  -> "
+                      f"{source.location()}", highlight=False, soft_wrap=True)
     return report

@@ -82,3 +82,26 @@ def test_sources_by_env_or_data_name() -> None:
     assert sources_for(["babyai"]) == []  # a known env with nothing to build
     with pytest.raises(ValueError, match=r"allowed: .*boxoban"):
         sources_for(["chess"])
+
+
+def test_prepare_sources_builds_missing_items_and_says_where(tmp_path: Path) -> None:
+    from orchestrator.prepare import Source, prepare_sources
+
+    built: list[str] = []
+
+    def item(name: str) -> DataItem:
+        def build() -> Path:
+            (tmp_path / name).write_text("x")
+            built.append(name)
+            return tmp_path / name
+        return DataItem("demo", name, (tmp_path / name).exists, build)
+
+    source = Source("demo", (), "demo data", lambda: [item("a"), item("b")], lambda: tmp_path)
+    console = Console(record=True, width=200)
+    first = prepare_sources([source], console=console, show_progress=False)
+    assert first.built == {"demo": 2} and built == ["a", "b"]
+    second = prepare_sources([source], console=console, show_progress=False)
+    assert second.built == {} and second.present == {"demo": 2} and built == ["a", "b"]
+    text = console.export_text()
+    assert "demo data: 2 built now, 0 already there" in text
+    assert "demo data: 0 built now, 2 already there" in text and str(tmp_path) in text
