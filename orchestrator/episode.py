@@ -95,7 +95,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     end_reason: EndReason = "truncated"
     error, metrics, episode_return, num_steps = "", {}, 0.0, 0
     try:
-        opened = await _open_env(env_session, plan, spec)
+        opened = await open_env(env_session, plan, spec)
         seats = await _begin_policies(opened, plan, spec)
         next_agents = list(opened.next_agents)
         metrics = dict_from_struct(opened.metrics)
@@ -182,8 +182,15 @@ async def _call(fn: Any, *args: Any) -> Any:
         raise EpisodeSetupError(f"{exc.code().name}: {exc.details()}") from exc
 
 
-async def _open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
-                    ) -> env_pb.OpenResponse:
+async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
+                   ) -> env_pb.OpenResponse:
+    """Open ``plan``'s game on ``session`` with the run's options (images, feedback, env
+    kwargs, oracle, step cap).
+
+    Raises:
+        InfrastructureFault: the server is lost or draining (retry elsewhere/later).
+        EpisodeSetupError: the server rejects the request (unknown task, bad option).
+    """
     request = env_pb.OpenRequest(
         task=f"{plan.env}:{plan.task}", seed=plan.seed,
         observation=env_pb.ObservationOptions(

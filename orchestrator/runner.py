@@ -38,6 +38,7 @@ from orchestrator.episode import (
     EpisodePlan,
     EpisodeSetupError,
     InfrastructureFault,
+    open_env,
     run_episode,
 )
 from orchestrator.records import EpisodeRecord, StepRecord
@@ -129,6 +130,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
     after each infrastructure fault and may raise to stop the whole run (a dead local server)."""
     env_targets, policy_target = targets
     versions = await _preflight(spec, env_targets, policy_target)
+    await _check_env_options(spec, run_id, todo, env_targets, policy_target)
     _write_run_metadata(out, run_id, spec, versions)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
     with TelemetryWriter(out, run_id) as telemetry:
@@ -238,6 +240,33 @@ async def _preflight(spec: RunSpec, env_targets: dict[str, str], policy_target: 
                                  f"(hosts: {', '.join(env_info.families)})")
         versions.update({f"env.{k}": v for k, v in env_info.version.components.items()})
     return versions
+
+
+async def _check_env_options(spec: RunSpec, run_id: str, todo: list[tuple[str, str, int]],
+                             env_targets: dict[str, str], policy_target: str) -> None:
+    """Open (and close) the first planned game of each env with the run's options, so a bad
+    option (an unknown ``<env>_kwargs`` key, ``agent.type=oracle`` on an env without an
+    oracle) stops the run before any episode instead of failing every episode.
+
+    Raises PreflightError naming the env and the server's message. Lost servers are left to
+    the episodes' own fault handling.
+    """
+    first: dict[str, tuple[str, int]] = {}
+    for env, task, index in todo:
+        first.setdefault(env, (task, index))
+    for env, (task, index) in first.items():
+        plan = EpisodePlan(run_id=run_id, env=env, task=task, episode_index=index,
+                           seed=derive_seed(spec.eval.seed, env, task, index),
+                           env_target=env_targets[env], policy_target=policy_target)
+        session = EnvClient(plan.env_target).session()
+        try:
+            await open_env(session, plan, spec)
+        except EpisodeSetupError as exc:
+            raise PreflightError(f"env {env!r} rejects the run's options: {exc}") from None
+        except InfrastructureFault:
+            pass
+        finally:
+            await session.close()
 
 
 def _run_id(spec: RunSpec, out: Path) -> str:

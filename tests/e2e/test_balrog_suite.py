@@ -66,3 +66,20 @@ def test_oracle_solves_every_babaisai_puzzle_and_textworld_game_it_plays(
     assert envs["textworld"]["progression_percentage"] == 100.0
     assert envs["textworld"]["episodes_played"] == 4
     assert envs["babyai"]["progression_percentage"] >= 90.0
+
+
+def test_an_option_an_env_rejects_stops_the_run_before_any_episode(tmp_path: Path) -> None:
+    oracle = moria("eval", "envs.names=crafter", "agent.type=oracle",
+                   "eval.num_episodes.crafter=1", f"eval.output_dir={tmp_path / 'a'}",
+                   "--no-progress")
+    assert oracle.returncode == 2
+    assert "env 'crafter' rejects the run's options" in oracle.stderr
+    assert "oracle" in oracle.stderr
+    assert not list((tmp_path / "a").rglob("*_run_*.json"))
+
+    typo = moria("eval", "envs.names=crafter", "agent.type=dummy", "eval.num_episodes.crafter=1",
+                 "envs.crafter_kwargs.text_fromat=current", f"eval.output_dir={tmp_path / 'b'}",
+                 "--no-progress")
+    assert typo.returncode == 2
+    assert "text_fromat" in typo.stderr and "allowed: text_format" in typo.stderr
+    assert not list((tmp_path / "b").rglob("*_run_*.json"))
