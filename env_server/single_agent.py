@@ -3,7 +3,8 @@
 A subclass provides :meth:`SingleAgentGame._action_list` and :meth:`_default_name` and keeps two
 attributes the base reads: ``self._options`` (its ``GameOptions``) and ``self._done`` (True once
 the episode ended). In return it gets ``agents``, ``actions``, ``default_action``, the agent-id
-check, and :meth:`_choose`, which turns a step's submitted actions into the action to apply
+check, and :meth:`_choose` (a free-text game such as TextWorld returns an empty action list and
+validates answers itself instead), which turns a step's submitted actions into the action to apply
 (BALROG's rule: an answer that is not an action name becomes the default action, with feedback).
 """
 

@@ -102,17 +102,13 @@ def _boxoban_item(difficulty: str, seed: int) -> DataItem:
 
     source = LevelSource.generated()
     index = seed % source.pool_size
+
+    def build() -> Path:
+        source.level_for(difficulty, index)
+        return _boxoban_dir()
+
     return DataItem("boxoban", f"{difficulty}/{index:04d}",
-                    lambda: source.is_cached(difficulty, index),
-                    lambda: _build_level(source, difficulty, index), _BOXOBAN_FIX)
-
-
-def _build_level(source: object, difficulty: str, index: int) -> Path:
-    from env_server.families.nethack.boxoban.source import LevelSource
-
-    assert isinstance(source, LevelSource)
-    source.level_for(difficulty, index)
-    return _boxoban_dir()
+                    lambda: source.is_cached(difficulty, index), build, _BOXOBAN_FIX)
 
 
 def _boxoban_all() -> list[DataItem]:

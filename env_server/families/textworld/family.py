@@ -18,15 +18,12 @@ preloads textworld. textworld is imported when a game is opened, not with this m
 
 from __future__ import annotations
 
-from numbers import Real
-
 from env_server.families.textworld.games import GAME_FAMILIES, build_game, index_for_seed
-from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
-from env_server.options import pop_bool, reject_unknown
+from env_server.game import Family, Game, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.options import check_single_player, pop_bool, reject_unknown, step_limit
 
 MAX_STEPS = 80
 DEFAULT_ACTION = "help"
-AGENT_ID = "agent_0"
 OPTION_KEYS = ["keep_objective"]
 
 DESCRIPTIONS: dict[str, str] = {
@@ -71,18 +68,8 @@ class TextWorldFamily(Family):
         """
         if task not in GAME_FAMILIES:
             raise TaskNotFoundError(task, list(GAME_FAMILIES))
-        if len(options.players) > 1 or any(
-            p.agent_id not in ("", AGENT_ID) for p in options.players
-        ):
-            raise GameOptionError(
-                f"players: textworld is single-agent; use one player {AGENT_ID!r}"
-            )
-        limit = options.max_steps
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, Real) or int(limit) != limit
-            or limit < 1
-        ):
-            raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        check_single_player(self.name, options)
+        step_limit(options, MAX_STEPS)  # validates options.max_steps; the game applies it
         kwargs = dict(options.kwargs)
         keep_objective = pop_bool(kwargs, "keep_objective", False)
         reject_unknown(kwargs, task, OPTION_KEYS)

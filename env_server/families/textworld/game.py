@@ -42,7 +42,7 @@ import textworld
 
 from env_server.actions import invalid_action_feedback, single_agent_action, single_agent_result
 from env_server.families.textworld import games
-from env_server.families.textworld.family import AGENT_ID, DEFAULT_ACTION, MAX_STEPS
+from env_server.families.textworld.family import DEFAULT_ACTION, MAX_STEPS
 from env_server.families.textworld.instruction import BUILDERS
 from env_server.families.textworld.render import text_frame
 from env_server.families.textworld.text import observation_text
@@ -50,11 +50,11 @@ from env_server.game import (
     ActionInfo,
     AgentTransition,
     AgentView,
-    Game,
     GameOptions,
     StepResult,
     SubmittedAction,
 )
+from env_server.single_agent import AGENT_ID, SingleAgentGame
 
 BLOCKED_NOTICE = "Saving, restoring and transcripts are disabled in this game."
 # Interpreter meta-commands that read or write files in the working directory.
@@ -66,7 +66,7 @@ def frotz_seed(seed: int) -> int:
     return int(seed) % (2**31 - 1) + 1
 
 
-class TextWorldGame(Game):
+class TextWorldGame(SingleAgentGame):
     """A TextWorld game of one family; built by ``TextWorldFamily.open``, not reset yet.
 
     Args:
@@ -104,11 +104,6 @@ class TextWorldGame(Game):
     # -- static facts -----------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        """Always ``["agent_0"]``."""
-        return [AGENT_ID]
-
-    @property
     def max_steps(self) -> int:
         """``GameOptions.max_steps`` if set, else 80 (BALROG's TextWorld limit)."""
         limit = self._options.max_steps
@@ -119,14 +114,12 @@ class TextWorldGame(Game):
         self._check_agent(agent_id)
         return BUILDERS[self._task](self.max_steps, self._keep_objective)
 
-    def actions(self, agent_id: str) -> list[ActionInfo]:
+    def _action_list(self) -> list[ActionInfo]:
         """Empty: any text is a command."""
-        self._check_agent(agent_id)
         return []
 
-    def default_action(self, agent_id: str) -> str:
+    def _default_name(self) -> str:
         """``help`` (applied only to non-text answers)."""
-        self._check_agent(agent_id)
         return DEFAULT_ACTION
 
     # -- episode ----------------------------------------------------------------------------
@@ -248,8 +241,3 @@ class TextWorldGame(Game):
             self._env.close()
             self._env = None
             self._path = None
-
-    @staticmethod
-    def _check_agent(agent_id: str) -> None:
-        if agent_id != AGENT_ID:
-            raise KeyError(f"unknown agent {agent_id!r}; this game has only {AGENT_ID!r}")
