@@ -147,7 +147,7 @@ def _domain_envs(domain: str) -> list[str]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from orchestrator.results import print_report, summarize
+    from orchestrator.results import previous_extra, print_report, summarize
 
     console = Console(stderr=True)
     directory = args.dname or args.dir
@@ -155,7 +155,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if directory is None:
             raise ValueError("give the results directory: moria report DIR (or --dname DIR)")
         envs = _domain_envs(args.domain) if args.domain else None
-        summary = summarize(directory, envs=envs, extra=_previous_extra(Path(directory)))
+        summary = summarize(directory, envs=envs, extra=previous_extra(directory))
         print_report(directory, _stdout_console())
     except (FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -163,21 +163,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     console.print(f"wrote {Path(directory) / 'report.json'}", highlight=False)
     _draw_progress(summary, Path(directory), console)
     return 0
-
-
-def _previous_extra(directory: Path) -> dict[str, Any]:
-    """The run facts (versions, seed, ...) an earlier summary.json added to the computed
-    figures, so recomputing the summary keeps them."""
-    import json
-
-    from orchestrator.results import compute_summary
-
-    try:
-        previous = json.loads((directory / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    computed = set(compute_summary([]))
-    return {k: v for k, v in previous.items() if k not in computed}
 
 
 def _cmd_harness(args: argparse.Namespace) -> int:

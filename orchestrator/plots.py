@@ -64,14 +64,14 @@ def plot_progress(summary: Mapping[str, Any], path: str | Path, *, label: str = 
                                                          if e in figures])})
                   for model, figures in PUBLISHED.items()]
     width = 0.8 / (1 + len(references))
-    for g, _group in enumerate(groups):
+    for g, group in enumerate(groups):
         pct, se = run_values[g]
         ax_env.bar(g, pct, width, yerr=se, capsize=3, color=RUN_COLOUR,
                    label=label if g == 0 else None)
         ax_env.annotate(f"{pct:.1f}", (g, min(pct + se, 100)), ha="center", va="bottom",
                         fontsize=8, color=RUN_COLOUR)
         for r, (model, figures) in enumerate(references):
-            value = figures.get(_group if g < len(envs) else "average")
+            value = figures.get(group if g < len(envs) else "average")
             if value is None:
                 continue
             ax_env.bar(g + (r + 1) * width, value, width,

@@ -397,6 +397,17 @@ def report_document(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def previous_extra(out_dir: str | Path) -> dict[str, Any]:
+    """The run facts (run id, versions, seed, env options) an existing ``summary.json`` holds
+    beyond the computed figures, so recomputing the summary keeps them; {} when unreadable."""
+    try:
+        previous = json.loads((Path(out_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    computed = set(compute_summary([]))
+    return {k: v for k, v in previous.items() if k not in computed}
+
+
 def summarize(
     out_dir: str | Path,
     *,
