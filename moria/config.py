@@ -13,31 +13,46 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 #: Strategy names accepted by ``agent.type``.
-AgentType = Literal["naive", "cot", "robust_naive", "robust_cot", "dummy", "oracle"]
+AgentType = Literal[
+    "naive", "cot", "robust_naive", "robust_cot", "few_shot", "plan_action", "dummy", "oracle"
+]
 
-#: Backend names accepted by ``client.client_name``.
-ClientName = Literal["local", "openai", "openrouter", "vllm", "llamacpp"]
+#: Backend names accepted by ``client.client_name`` (after ``CLIENT_ALIASES``).
+ClientName = Literal["local", "openai", "openrouter", "anthropic", "gemini", "vllm", "llamacpp"]
 
-#: Environment variable that must hold the API key for each client (None: no key needed).
-API_KEY_ENV: dict[str, str | None] = {
+#: Other spellings of client names: BALROG writes ``claude``, MOSAIC writes ``google``.
+CLIENT_ALIASES: dict[str, str] = {"claude": "anthropic", "google": "gemini"}
+
+#: Environment variables that may hold the API key for each client, in the order they are read
+#: (empty: no key needed). Gemini takes GOOGLE_API_KEY or GEMINI_API_KEY.
+API_KEY_ENV: dict[str, tuple[str, ...]] = {
+    "local": (),
+    "openai": ("OPENAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "vllm": (),
+    "llamacpp": (),
+}
+
+#: Default base URL per client, used when ``client.base_url`` is not set. None means the SDK's
+#: default for hosted APIs; for ``vllm`` and ``llamacpp`` it means "no server: run the model
+#: here" (vLLM's in-process engine; llama.cpp's server started as a child process).
+DEFAULT_BASE_URL: dict[str, str | None] = {
     "local": None,
-    "openai": "OPENAI_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
+    "openai": None,
+    "openrouter": "https://openrouter.ai/api/v1",
+    "anthropic": None,
+    "gemini": None,
     "vllm": None,
     "llamacpp": None,
 }
 
-#: Default base URL per client, used when ``client.base_url`` is not set.
-DEFAULT_BASE_URL: dict[str, str | None] = {
-    "local": None,
-    "openai": None,  # the SDK's default
-    "openrouter": "https://openrouter.ai/api/v1",
-    "vllm": "http://localhost:8000/v1",
-    "llamacpp": "http://localhost:8080/v1",
-}
+#: ``client.reasoning_effort`` values (OpenAI reasoning models; mapped to budgets elsewhere).
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 
 
 class _Strict(BaseModel):
@@ -73,12 +88,37 @@ class ClientConfig(_Strict):
     alternate_roles: bool = False
     constrain_actions: bool = Field(
         default=False,
-        description="Constrain output to the action list with a grammar (local llama.cpp only).",
+        description="Constrain output to the action list: a grammar for local and llamacpp, "
+        "guided_choice for vllm (naive strategy only).",
     )
     stream: bool = Field(
         default=False,
-        description="Use SSE streaming in the OpenAI-compatible backend (accumulates deltas).",
+        description="Use streaming responses where the backend supports it (accumulates deltas).",
     )
+    reasoning_effort: ReasoningEffort | None = Field(
+        default=None,
+        description="Reasoning models: OpenAI/OpenRouter reasoning_effort; Anthropic and Gemini "
+        "map it to a thinking budget when thinking_budget is not set.",
+    )
+    thinking_budget: int | None = Field(
+        default=None,
+        ge=0,
+        description="Reasoning models: tokens the model may spend thinking (Anthropic "
+        "budget_tokens, Gemini thinking_budget, OpenRouter reasoning.max_tokens).",
+    )
+    max_concurrency: int = Field(
+        default=64,
+        ge=1,
+        description="In-flight model calls per endpoint on one agent server; more wait.",
+    )
+
+    @field_validator("client_name", mode="before")
+    @classmethod
+    def _alias(cls, value: object) -> object:
+        """Accept ``claude`` and ``google`` (BALROG's and MOSAIC's spellings)."""
+        if isinstance(value, str):
+            return CLIENT_ALIASES.get(value.strip().lower(), value)
+        return value
 
 
 class AgentConfig(_Strict):
@@ -91,6 +131,12 @@ class AgentConfig(_Strict):
     )
     max_image_history: int = Field(default=0, ge=0)
     max_cot_history: int = Field(default=1, ge=0)
+    max_icl_history: int = Field(
+        default=1000,
+        ge=0,
+        description="few_shot: at most this many demonstration steps are shown (newest demos "
+        "are cut first, whole steps only).",
+    )
 
 
 def policy_config_dict(agent: AgentConfig, client: ClientConfig) -> dict[str, Any]:

@@ -52,6 +52,21 @@ class EvalConfig(_Strict):
                                      description="re-queues after infrastructure faults")
     oracle_hints: bool = Field(default=False,
                                description="open env sessions with the oracle option")
+    icl_episodes: int = Field(
+        default=1, ge=0,
+        description="few_shot: demonstration episodes shown before each episode (taken from "
+                    "the demos recorded by `moria record-demos` for the same env and task)")
+    icl_dataset: str | None = Field(
+        default=None,
+        description="few_shot: folder of recorded demos (default: <cache>/demos)")
+    save_prompts: bool = Field(
+        default=False,
+        description="save the exact prompt sent at every step next to the episode file "
+                    "(<task>_run_<NN>.prompts.jsonl) so a result can be audited")
+    prices: str | None = Field(
+        default=None,
+        description="price table YAML for the cost estimate (default: the one shipped in "
+                    "orchestrator/prices.yaml)")
     num_samples: int | None = Field(
         default=None, ge=1,
         description="cap on episodes per env for development runs (the MOSAIC harness's "

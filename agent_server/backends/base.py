@@ -54,9 +54,24 @@ class TokenUsage:
         self.reasoning_tokens += other.reasoning_tokens
 
 
+#: Normalised ``Completion.stop_reason`` values every backend maps its provider's reason to.
+STOP_END = "stop"  # the model finished its answer
+STOP_LENGTH = "length"  # cut off at max_tokens (or the thinking budget)
+STOP_BLOCKED = "blocked"  # a safety/content filter withheld the answer (provider detail follows)
+STOP_EMPTY = "empty"  # the provider returned no choice/candidate at all
+STOP_OTHER = "other"  # any other provider reason (the raw reason follows after a colon)
+
+
 @dataclass
 class Completion:
-    """One model answer. ``latency_s`` is wall time of the successful call including retries."""
+    """One model answer. ``latency_s`` is wall time of the successful call including retries.
+
+    ``stop_reason`` starts with one of ``STOP_END``, ``STOP_LENGTH``, ``STOP_BLOCKED``,
+    ``STOP_EMPTY``, ``STOP_OTHER``, optionally followed by ``":<provider detail>"`` (for example
+    ``"blocked:SAFETY"``). A blocked or empty answer is returned with ``text == ""`` and that
+    classification, never raised: the strategy then applies the env's default action with
+    feedback, and the step record keeps the reason.
+    """
 
     text: str
     reasoning: str = ""
@@ -64,6 +79,11 @@ class Completion:
     stop_reason: str = ""
     latency_s: float = 0.0
     attempts: int = 1
+
+    @property
+    def withheld(self) -> bool:
+        """True when the provider blocked or returned no answer (``text`` is then empty)."""
+        return self.stop_reason.split(":", 1)[0] in (STOP_BLOCKED, STOP_EMPTY)
 
 
 class BackendError(RuntimeError):

@@ -26,7 +26,8 @@ from tenacity import (
     RetryError,
     retry_if_exception_type,
     stop_after_attempt,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from agent_server.backends.base import BackendError
@@ -95,7 +96,9 @@ class _BackoffWait:
     """tenacity wait: the server's ``retry-after`` (bounded) if given, else exponential+jitter."""
 
     def __init__(self, delay: float):
-        self._exp = wait_exponential_jitter(multiplier=delay, max=MAX_BACKOFF_S, jitter=delay)
+        # exponential (delay, 2*delay, ...) capped, plus up to ``delay`` of uniform jitter;
+        # composed from waits whose signatures are stable across tenacity releases
+        self._exp = wait_exponential(multiplier=delay, max=MAX_BACKOFF_S) + wait_random(0, delay)
 
     def __call__(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -316,17 +316,21 @@ def test_missing_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_registry_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert set(BACKENDS) == {"openai", "openrouter", "vllm", "llamacpp", "local"}
+    assert set(BACKENDS) == {
+        "openai", "openrouter", "anthropic", "gemini", "vllm", "llamacpp", "local"
+    }
     monkeypatch.setenv("OPENROUTER_API_KEY", FAKE_KEY)
     router = create_backend(ClientConfig(client_name="openrouter", model_id="x/y"))
     assert isinstance(router, OpenAICompatBackend)
     assert router.base_url.startswith("https://openrouter.ai/api/v1")
-    server_default = create_backend(ClientConfig(client_name="llamacpp"))
-    assert isinstance(server_default, OpenAICompatBackend)
-    assert server_default.base_url.startswith("http://localhost:8080/v1")
-    assert server_default._sdk.api_key == "EMPTY"
+    server = create_backend(
+        ClientConfig(client_name="llamacpp", base_url="http://localhost:8080/v1")
+    )
+    assert isinstance(server, OpenAICompatBackend)
+    assert server.base_url.startswith("http://localhost:8080/v1")
+    assert server._sdk.api_key == "EMPTY"
     with pytest.raises(BackendError, match="model_id is required"):
-        create_backend(ClientConfig(client_name="vllm"))
+        create_backend(ClientConfig(client_name="vllm", base_url="http://localhost:8000/v1"))
     params = default_params(
         ClientConfig.model_validate(
             {"generate_kwargs": {"temperature": 0.2, "max_tokens": 50, "top_p": 0.9}}

@@ -34,7 +34,7 @@ class GetInfoResponse(_message.Message):
     def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., strategies: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_streams: _Optional[int] = ..., config_errors: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task")
+    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,8 @@ class Begin(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     ENV_NAME_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    DEMONSTRATIONS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_PROMPTS_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     agent_id: str
     instruction: str
@@ -51,7 +53,33 @@ class Begin(_message.Message):
     seed: int
     env_name: str
     task: str
-    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ...) -> None: ...
+    demonstrations: _containers.RepeatedCompositeFieldContainer[Demonstration]
+    record_prompts: bool
+    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ...) -> None: ...
+
+class Demonstration(_message.Message):
+    __slots__ = ("task", "seed", "instruction", "steps", "source")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    seed: int
+    instruction: str
+    steps: _containers.RepeatedCompositeFieldContainer[DemonstrationStep]
+    source: str
+    def __init__(self, task: _Optional[str] = ..., seed: _Optional[int] = ..., instruction: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[DemonstrationStep, _Mapping]]] = ..., source: _Optional[str] = ...) -> None: ...
+
+class DemonstrationStep(_message.Message):
+    __slots__ = ("observation", "action", "reward")
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    observation: str
+    action: str
+    reward: float
+    def __init__(self, observation: _Optional[str] = ..., action: _Optional[str] = ..., reward: _Optional[float] = ...) -> None: ...
 
 class Observe(_message.Message):
     __slots__ = ("observation", "last_action_result", "step")
@@ -88,20 +116,28 @@ class Ready(_message.Message):
     def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class Act(_message.Message):
-    __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error")
+    __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error", "stop_reason", "attempts", "prompt_json", "model")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     RAW_COMPLETION_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     LATENCY_S_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     action: _types_pb2.Action
     raw_completion: str
     reasoning: str
     usage: _types_pb2.Usage
     latency_s: float
     error: _status_pb2.Status
-    def __init__(self, action: _Optional[_Union[_types_pb2.Action, _Mapping]] = ..., raw_completion: _Optional[str] = ..., reasoning: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., latency_s: _Optional[float] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    stop_reason: str
+    attempts: int
+    prompt_json: str
+    model: str
+    def __init__(self, action: _Optional[_Union[_types_pb2.Action, _Mapping]] = ..., raw_completion: _Optional[str] = ..., reasoning: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., latency_s: _Optional[float] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., stop_reason: _Optional[str] = ..., attempts: _Optional[int] = ..., prompt_json: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class Ended(_message.Message):
     __slots__ = ("total_usage",)
