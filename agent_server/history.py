@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from agent_server.backends.base import ChatMessage, Role
+from agent_server.backends.base import ChatMessage, Role, merge_consecutive_roles
 from agent_server.turn import TurnInput
 from moria.config import AgentConfig
 
@@ -64,24 +64,6 @@ class HistoryStep:
     action: str
     reasoning: str
     verbatim: bool = False
-
-
-def merge_consecutive_roles(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """Merge runs of same-role messages into one message each.
-
-    Texts are joined with a blank line (empty texts are skipped) and images are concatenated in
-    order. The input messages are not modified; new ``ChatMessage`` objects are returned.
-    """
-    merged: list[ChatMessage] = []
-    for msg in messages:
-        if merged and merged[-1].role == msg.role:
-            last = merged[-1]
-            parts = [p for p in (last.content, msg.content) if p]
-            last.content = "\n\n".join(parts)
-            last.images.extend(msg.images)
-        else:
-            merged.append(ChatMessage(role=msg.role, content=msg.content, images=list(msg.images)))
-    return merged
 
 
 class HistoryBuilder:

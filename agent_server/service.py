@@ -20,11 +20,11 @@ from pydantic import ValidationError
 
 import moria
 from agent_server.backends import create_backend, missing_api_key
-from agent_server.backends.base import Backend, BackendError, TokenUsage
+from agent_server.backends.base import Backend, BackendError, ConcurrencyLimited, TokenUsage
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.llm import LLMStrategy
-from agent_server.turn import EpisodeContext, TurnInput
+from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, TurnInput
 from moria.codecs import dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, ClientName
@@ -72,12 +72,14 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         self._backends: dict[str, Backend] = {}
 
     def backend_for(self, client: ClientConfig) -> Backend:
-        """The shared backend for these client settings (created on first use)."""
+        """The shared backend for these client settings (created on first use), limited to
+        ``client.max_concurrency`` in-flight calls. Episodes with the same endpoint and model
+        share it, so the limit is per endpoint. Raises ``BackendError``."""
         key = json.dumps(client.model_dump(mode="json", exclude={"generate_kwargs"}),
                          sort_keys=True)
         backend = self._backends.get(key)
         if backend is None:
-            backend = create_backend(client)
+            backend = ConcurrencyLimited(create_backend(client), client.max_concurrency)
             self._backends[key] = backend
         return backend
 
@@ -100,7 +102,7 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
             except ValueError as exc:
                 errors.append(str(exc))
         components = {}
-        for pkg in ("llama_cpp_python", "openai", "grpcio"):
+        for pkg in ("llama_cpp_python", "openai", "anthropic", "google-genai", "vllm", "grpcio"):
             try:
                 components[pkg] = metadata.version(pkg)
             except metadata.PackageNotFoundError:
@@ -126,6 +128,7 @@ class _PlayStream:
         self.total = TokenUsage()
         self.calls = 0
         self.uses_backend = False
+        self.model = ""
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
         await self.context.abort(code, message)
@@ -181,11 +184,16 @@ class _PlayStream:
             instruction=begin.instruction, action_names=[a.name for a in space.actions],
             default_action=space.default_action, agent=agent, client=client,
             seed=int(begin.seed), env_name=begin.env_name, task=begin.task,
-            agent_id=begin.agent_id)
-        self.strategy = create_strategy(ctx, backend)
-        model = (f"{client.client_name}/{client.model_id or 'default'}" if self.uses_backend
-                 else agent.type)
-        return pol_pb.PlayResponse(ready=pol_pb.Ready(strategy=agent.type, model=model))
+            agent_id=begin.agent_id,
+            demonstrations=tuple(_demo(d) for d in begin.demonstrations),
+            record_prompts=begin.record_prompts)
+        try:
+            self.strategy = create_strategy(ctx, backend)
+        except ValueError as exc:
+            await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        self.model = (f"{client.client_name}/{client.model_id or 'default'}"
+                      if self.uses_backend else agent.type)
+        return pol_pb.PlayResponse(ready=pol_pb.Ready(strategy=agent.type, model=self.model))
 
     async def _turns(self) -> None:
         while True:
@@ -227,14 +235,22 @@ class _PlayStream:
             code = code_pb2.UNAVAILABLE if exc.retryable else code_pb2.FAILED_PRECONDITION
             log.warning("model call failed for good: %s", exc)
             return pol_pb.Act(error=status_pb2.Status(code=code, message=str(exc)),
-                              latency_s=time.perf_counter() - started)
+                              latency_s=time.perf_counter() - started, model=self.model)
         calls = 1 if self.uses_backend else 0
         self.total.add(decision.usage)
         self.calls += calls
         return pol_pb.Act(action=types_pb2.Action(text=decision.action),
                           raw_completion=decision.raw_completion, reasoning=decision.reasoning,
                           usage=_usage_proto(decision.usage, calls),
-                          latency_s=decision.latency_s or (time.perf_counter() - started))
+                          latency_s=decision.latency_s or (time.perf_counter() - started),
+                          stop_reason=decision.stop_reason, attempts=decision.attempts,
+                          prompt_json=decision.prompt_json, model=self.model)
+
+
+def _demo(demo: pol_pb.Demonstration) -> DemoEpisode:
+    return DemoEpisode(
+        task=demo.task, seed=int(demo.seed), instruction=demo.instruction, source=demo.source,
+        steps=tuple(DemoStep(s.observation, s.action, s.reward) for s in demo.steps))
 
 
 def _usage_proto(usage: TokenUsage, calls: int) -> types_pb2.Usage:

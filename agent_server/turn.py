@@ -47,8 +47,10 @@ class Decision:
     ``raw_completion``: the model's full output text (empty for non-LLM strategies that have
     none). ``reasoning``: the reasoning to record (provider reasoning and/or the chain of
     thought). ``usage``: token counts of this turn's model calls. ``latency_s``: wall-clock
-    seconds of the model call(s), retries included. ``stop_reason``: the provider's finish reason
-    (empty for non-LLM strategies).
+    seconds of the model call(s), retries included. ``stop_reason``: the normalised stop reason
+    (``backends.base.STOP_*``; empty for non-LLM strategies). ``attempts``: tries the model call
+    took (0 for non-LLM strategies). ``prompt_json``: the exact prompt sent, as JSON (only with
+    ``EpisodeContext.record_prompts``; images appear as sha256 hex digests).
     """
 
     action: str
@@ -57,6 +59,32 @@ class Decision:
     usage: TokenUsage
     latency_s: float
     stop_reason: str
+    attempts: int = 0
+    prompt_json: str = ""
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """One step of a demonstration: the observation text shown, then the action taken."""
+
+    observation: str
+    action: str
+    reward: float = 0.0
+
+
+@dataclass(frozen=True)
+class DemoEpisode:
+    """One recorded demonstration episode (few_shot), as sent in ``Begin.demonstrations``.
+
+    ``source`` names the player that produced it (``babyai-bot``, ``walkthrough``, ...);
+    ``seed`` is the recorded episode's seed (disjoint from evaluation seeds).
+    """
+
+    task: str
+    seed: int
+    instruction: str
+    source: str
+    steps: tuple[DemoStep, ...]
 
 
 @dataclass
@@ -68,7 +96,8 @@ class EpisodeContext:
     ``default_action``: what the env applies when an answer is invalid. ``agent`` / ``client``:
     the BALROG-style configuration sections. ``seed``: the episode's 64-bit seed; every random
     choice of the strategy derives from it. ``env_name`` / ``task`` / ``agent_id``: identify the
-    episode and the player.
+    episode and the player. ``demonstrations``: few_shot examples of the same env (empty for
+    other strategies). ``record_prompts``: keep the exact prompt of each call for auditing.
     """
 
     instruction: str
@@ -80,3 +109,5 @@ class EpisodeContext:
     env_name: str
     task: str
     agent_id: str
+    demonstrations: tuple[DemoEpisode, ...] = ()
+    record_prompts: bool = False

@@ -60,11 +60,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     try:
-        spec = load_spec(args.config, [*_suite_overrides(args.suite), *args.overrides])
+        spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
+                                       *args.overrides])
     except (SpecError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
     return _evaluate(spec, args, console)
+
+
+#: What ``--vlm`` stands for: the MOSAIC vlm-worker's default of one image of history.
+VLM_OVERRIDES: tuple[str, ...] = ("agent.max_image_history=1",)
+
+
+def _vlm_overrides(args: argparse.Namespace) -> list[str]:
+    """``VLM_OVERRIDES`` when ``--vlm`` is given (the user's own overrides still win)."""
+    return list(VLM_OVERRIDES) if getattr(args, "vlm", False) else []
 
 
 def _suite_overrides(suite: str | None) -> list[str]:
@@ -147,6 +157,7 @@ def _domain_envs(domain: str) -> list[str]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from orchestrator.accounting import load_prices
     from orchestrator.results import previous_extra, print_report, summarize
 
     console = Console(stderr=True)
@@ -155,8 +166,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if directory is None:
             raise ValueError("give the results directory: moria report DIR (or --dname DIR)")
         envs = _domain_envs(args.domain) if args.domain else None
-        summary = summarize(directory, envs=envs, extra=previous_extra(directory))
-        print_report(directory, _stdout_console())
+        prices = load_prices(str(args.prices) if args.prices else None)
+        summary = summarize(directory, envs=envs, extra=previous_extra(directory),
+                            prices=prices)
+        print_report(directory, _stdout_console(), prices)
     except (FileNotFoundError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
@@ -178,7 +191,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
                      f"eval.output_dir={Path(args.outputs) / args.run_id}"]
         if args.num_samples is not None:
             overrides.append(f"eval.num_samples={args.num_samples}")
-        spec = load_spec(args.config, [*overrides, *args.overrides])
+        spec = load_spec(args.config, [*overrides, *_vlm_overrides(args), *args.overrides])
     except (SpecError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
@@ -229,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--config", type=Path, help="YAML or JSON run spec")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--hint", action="store_true", help="print how to run the full protocol")
+    ev.add_argument("--vlm", action="store_true",
+                    help="vision mode: send the env's frames (agent.max_image_history=1)")
     ev.add_argument("--suite", choices=sorted(SUITES),
                     help="a named suite: balrog = all six BALROG envs, 255 episodes")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
@@ -245,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     hv.add_argument("--outputs", default="outputs", help="parent folder (default ./outputs)")
     hv.add_argument("--config", type=Path, help="YAML or JSON run spec")
     hv.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hv.add_argument("--vlm", action="store_true",
+                    help="vision mode: send the env's frames (agent.max_image_history=1)")
     hv.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="run-spec overrides, e.g. client.client_name=openai")
     hv.set_defaults(func=_cmd_harness)
@@ -254,6 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("dir", type=Path, nargs="?")
     rp.add_argument("--dname", type=Path, help="the results directory (harness spelling)")
     rp.add_argument("--domain", help="restrict to balrog_<env> (or balrog: all six)")
+    rp.add_argument("--prices", type=Path,
+                    help="price table YAML for the cost estimate (default: the shipped one)")
     rp.add_argument("--recompute", action="store_true",
                     help="accepted for compatibility; summaries are always recomputed")
     rp.set_defaults(func=_cmd_report)

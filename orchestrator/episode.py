@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from moria.common.v1 import types_pb2
 from moria.config import policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from orchestrator.accounting import add_usage
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.spec import RunSpec
 
@@ -92,6 +94,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     failed: list[str] = []
     applied = Counter[str]()
     usage = Counter[str]()
+    by_model: dict[str, dict[str, float]] = {}
+    prompts: list[dict[str, Any]] = []
     end_reason: EndReason = "truncated"
     error, metrics, episode_return, num_steps = "", {}, 0.0, 0
     try:
@@ -103,11 +107,14 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
             acting = [s for s in seats if s.agent_id in next_agents]
             acts = await asyncio.gather(*(_decide(s, num_steps, spec, model_slots)
                                           for s in acting))
+            for seat, act in zip(acting, acts, strict=True):
+                _account(usage, by_model, act)
+                if act.prompt_json:
+                    prompts.append({"step": num_steps, "agent_id": seat.agent_id,
+                                    "model": act.model, "prompt": json.loads(act.prompt_json)})
             agent_error = next((a.error.message for a in acts if a.error.code != 0), None)
             if agent_error is not None:
                 end_reason, error = "agent_error", agent_error
-                for act in acts:
-                    _add_usage(usage, act.usage)
                 break
             response = await _call(env_session.step,
                                    {s.agent_id: a.action for s, a in zip(acting, acts,
@@ -116,7 +123,6 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                 raise InfrastructureFault(f"env rejected the step: {response.error.message}")
             for seat, act in zip(acting, acts, strict=True):
                 result = response.agents[seat.agent_id]
-                _add_usage(usage, act.usage)
                 if not result.action_result.valid:
                     failed.append(act.raw_completion or act.action.text)
                 applied[result.action_result.applied_action.text] += 1
@@ -129,7 +135,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                     reward=result.reward, done=result.terminated or result.truncated,
                     input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,
                     cached_input_tokens=act.usage.cached_input_tokens,
-                    reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s))
+                    reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s),
+                    model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts))
                 if spec.eval.save_trajectories:
                     steps.append(record)
                 if on_step is not None:
@@ -158,7 +165,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         failed_candidates=failed, action_frequency=dict(applied),
         input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
         cached_input_tokens=usage["cached_input_tokens"],
-        reasoning_tokens=usage["reasoning_tokens"],
+        reasoning_tokens=usage["reasoning_tokens"], usage_by_model=by_model, prompts=prompts,
         agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
@@ -214,7 +221,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
             episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
             agent_id=agent_id, instruction=start.instruction, action_space=start.action_space,
             agent_config=config, seed=(plan.seed + offset) % 2**64, env_name=plan.env,
-            task=plan.task))
+            task=plan.task, record_prompts=spec.eval.save_prompts))
     return seats
 
 
@@ -248,8 +255,17 @@ def _observation_text(obs: types_pb2.Observation) -> str:
     return f"{long_term}\n{short_term}".strip("\n") if short_term else long_term
 
 
-def _add_usage(total: Counter[str], usage: types_pb2.Usage) -> None:
-    total["input_tokens"] += usage.input_tokens
-    total["output_tokens"] += usage.output_tokens
-    total["cached_input_tokens"] += usage.cached_input_tokens
-    total["reasoning_tokens"] += usage.reasoning_tokens
+def _account(total: Counter[str], by_model: dict[str, dict[str, float]], act: pol_pb.Act,
+             ) -> None:
+    """Add one act's tokens to the episode totals and to its model's counters (acts of
+    non-LLM players, which make no model call, count only when they report tokens)."""
+    counts = {
+        "input_tokens": act.usage.input_tokens,
+        "output_tokens": act.usage.output_tokens,
+        "cached_input_tokens": act.usage.cached_input_tokens,
+        "reasoning_tokens": act.usage.reasoning_tokens,
+    }
+    total.update(counts)
+    if act.usage.calls or any(counts.values()):
+        add_usage(by_model, act.model or "unknown",
+                  {**counts, "calls": act.usage.calls, "latency_s": max(0.0, act.latency_s)})

@@ -49,7 +49,11 @@ class StepRecord(_Record):
     context if any. ``raw_completion`` is the model's full output; ``action`` the action the env
     actually applied (the env's default action when the output held no valid one, in which case
     ``valid`` is False). ``reward``/``done`` are the env's answer to this step. Token counts are
-    this turn's usage; ``latency_s`` is the policy's answer time in seconds.
+    this turn's usage; ``latency_s`` is the policy's answer time in seconds. ``model`` is the
+    player that answered (``"<client_name>/<model_id>"``, or the strategy name for non-LLM
+    players); ``stop_reason`` the normalised stop reason of its model call (``stop``,
+    ``length``, ``blocked:<detail>``, ``empty``, ``other:<detail>``; empty for non-LLM players)
+    and ``attempts`` how many tries that call took.
     """
 
     step: int = Field(ge=0, description="0-based step index within the episode")
@@ -66,6 +70,9 @@ class StepRecord(_Record):
     cached_input_tokens: int = Field(default=0, ge=0)
     reasoning_tokens: int = Field(default=0, ge=0)
     latency_s: float = Field(default=0.0, ge=0.0)
+    model: str = ""
+    stop_reason: str = ""
+    attempts: int = Field(default=0, ge=0)
 
 
 class EpisodeRecord(_Record):
@@ -76,6 +83,10 @@ class EpisodeRecord(_Record):
     [0, 1] (also found in ``stats["progression"]`` once written). ``failed_candidates`` are the raw
     outputs that held no valid action; ``action_frequency`` counts the *applied* actions.
     ``started_at``/``ended_at`` are ISO-8601 timestamps, ``wall_time_s`` seconds.
+    ``usage_by_model``: per model (``"<client_name>/<model_id>"``) the counters of
+    ``orchestrator.accounting.USAGE_KEYS`` (calls, four token counts, latency_s). ``prompts``: the
+    exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate
+    file, never into the episode JSON.
 
     Raises ``pydantic.ValidationError`` on unknown fields, an unknown ``end_reason``, a seed out of
     [0, 2**64), a progression out of [0, 1] or an unparsable timestamp.
@@ -99,6 +110,7 @@ class EpisodeRecord(_Record):
     output_tokens: int = Field(default=0, ge=0)
     cached_input_tokens: int = Field(default=0, ge=0)
     reasoning_tokens: int = Field(default=0, ge=0)
+    usage_by_model: dict[str, dict[str, float]] = Field(default_factory=dict)
     agent_config: dict[str, Any] = Field(default_factory=dict)
     client_config: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
@@ -106,6 +118,7 @@ class EpisodeRecord(_Record):
     ended_at: str = ""
     wall_time_s: float = Field(default=0.0, ge=0.0)
     steps: list[StepRecord] = Field(default_factory=list)
+    prompts: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
 
     @field_validator("started_at", "ended_at")
     @classmethod

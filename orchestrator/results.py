@@ -46,6 +46,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.accounting import PriceTable, load_prices, merge_usage, priced
 from orchestrator.records import END_REASONS, SCORED_END_REASONS, EpisodeRecord
 from orchestrator.telemetry import dumps, scrub
 
@@ -139,6 +140,12 @@ def episode_paths(
     return base / f"{stem}.json", base / f"{stem}.csv"
 
 
+def prompts_path(json_path: Path) -> Path:
+    """Where an episode's saved prompts go: its JSON path with ``.prompts.jsonl``. Each line is
+    ``{"step", "agent_id", "model", "prompt": [{"role", "content", "images": [sha256]}]}``."""
+    return json_path.with_name(json_path.stem + ".prompts.jsonl")
+
+
 def episode_document(record: EpisodeRecord) -> dict[str, Any]:
     """The episode JSON as a dict: BALROG's keys first, then ours, secrets scrubbed.
 
@@ -174,6 +181,7 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
         "error": record.error,
         "cached_input_tokens": record.cached_input_tokens,
         "reasoning_tokens": record.reasoning_tokens,
+        "usage_by_model": data["usage_by_model"],
         "versions": data["versions"],
         "started_at": record.started_at,
         "ended_at": record.ended_at,
@@ -211,9 +219,14 @@ def write_episode(out_dir: str | Path, record: EpisodeRecord) -> tuple[Path, Pat
     Reproduces BALROG's per-episode ``<task>_run_<NN>.json``/``.csv`` (with the flat task
     directory described in the module docstring). Agent/client config and every other field are
     passed through ``scrub``, so API keys never land on disk. Overwrites an earlier attempt of
-    the same episode. Raises ``OSError`` on I/O failure.
+    the same episode. With saved prompts (``eval.save_prompts``) they go first, one JSON line
+    per model call, to ``<task_dir>_run_<NN>.prompts.jsonl`` (see ``prompts_path``). Raises
+    ``OSError`` on I/O failure.
     """
     json_path, csv_path = episode_paths(out_dir, record.env, record.task, record.episode_index)
+    if record.prompts:
+        lines = (dumps(scrub(p)) for p in record.prompts)
+        atomic_write_text(prompts_path(json_path), "\n".join(lines) + "\n")
     atomic_write_text(csv_path, trajectory_csv(record))
     atomic_write_text(json_path, dumps(episode_document(record), indent=2) + "\n")
     return json_path, csv_path
@@ -298,10 +311,11 @@ def _reason_counts(episodes: Iterable[EpisodeRecord]) -> dict[str, int]:
     return {reason: counts.get(reason, 0) for reason in END_REASONS}
 
 
-def _group_figures(episodes: list[EpisodeRecord]) -> dict[str, Any]:
+def _group_figures(episodes: list[EpisodeRecord], prices: PriceTable) -> dict[str, Any]:
     scored = [e for e in episodes if e.scored]
     pct, se = progression_stats(e.progression for e in scored)
     reasons = _reason_counts(episodes)
+    costs = priced(merge_usage(e.usage_by_model for e in episodes), prices)
     return {
         "progression_percentage": pct,
         "standard_error": se,
@@ -311,24 +325,31 @@ def _group_figures(episodes: list[EpisodeRecord]) -> dict[str, Any]:
         "end_reasons": reasons,
         "agent_error_episodes": reasons["agent_error"],
         "episodes_total": len(episodes),
+        "cost_usd": costs["cost_usd"],
+        "models": costs["models"],
     }
 
 
-def env_summary(env: str, episodes: list[EpisodeRecord]) -> dict[str, Any]:
+def env_summary(
+    env: str, episodes: list[EpisodeRecord], prices: PriceTable | None = None
+) -> dict[str, Any]:
     """The ``<env>_summary.json`` content for ``env`` from its episodes (others are ignored).
 
     Keys: ``env``, ``progression_percentage`` and ``standard_error`` (percent; None when no
     scored episode), ``episodes_played`` (scored episodes), ``average_steps``, the four token
-    totals, ``end_reasons`` (count per reason), ``agent_error_episodes``, ``episodes_total`` and
-    ``tasks``: {task: the same figures per task}. As in BALROG, the env figures pool all episodes
-    of the env (the SE is over episodes, not over task means).
+    totals, ``end_reasons`` (count per reason), ``agent_error_episodes``, ``episodes_total``,
+    ``cost_usd`` (None when no model is priced) and ``models`` ({model: calls, tokens,
+    latency_s, cost_usd}), and ``tasks``: {task: the same figures per task}. As in BALROG, the
+    env figures pool all episodes of the env (the SE is over episodes, not over task means).
+    ``prices`` defaults to the shipped price table.
     """
+    prices = prices or load_prices()
     mine = [e for e in episodes if e.env == env]
     tasks = sorted({e.task for e in mine})
     return {
         "env": env,
-        **_group_figures(mine),
-        "tasks": {t: _group_figures([e for e in mine if e.task == t]) for t in tasks},
+        **_group_figures(mine, prices),
+        "tasks": {t: _group_figures([e for e in mine if e.task == t], prices) for t in tasks},
     }
 
 
@@ -342,7 +363,11 @@ def _distinct_configs(configs: Iterable[dict[str, Any]]) -> dict[str, Any] | lis
     return distinct
 
 
-def compute_summary(episodes: list[EpisodeRecord], envs: list[str] | None = None) -> dict[str, Any]:
+def compute_summary(
+    episodes: list[EpisodeRecord],
+    envs: list[str] | None = None,
+    prices: PriceTable | None = None,
+) -> dict[str, Any]:
     """The ``summary.json`` content (without ``extra``), computed from ``episodes``.
 
     ``envs`` picks and orders the environments (default: every env seen, sorted); a listed env
@@ -350,10 +375,15 @@ def compute_summary(episodes: list[EpisodeRecord], envs: list[str] | None = None
     ``environments_without_scores``). ``average_progress`` is the plain mean of the per-env
     percentages; ``standard_error`` is sqrt(sum of per-env SE^2) / number of envs, as in BALROG.
     ``agent``/``client`` hold the config shared by the episodes, or a list of the distinct ones.
+    ``models`` totals usage and cost per model over the whole run; ``cost_usd`` is their sum
+    (None when no model is priced; ``unpriced_models`` lists the ones left out) and ``prices``
+    names the price table and the date of its prices (default: the shipped table).
     """
+    prices = prices or load_prices()
     names = list(envs) if envs is not None else sorted({e.env for e in episodes})
     chosen = [e for e in episodes if e.env in set(names)]
-    per_env = {env: env_summary(env, chosen) for env in names}
+    per_env = {env: env_summary(env, chosen, prices) for env in names}
+    costs = priced(merge_usage(e.usage_by_model for e in chosen), prices)
     scored_envs = [s for s in per_env.values() if s["progression_percentage"] is not None]
     if scored_envs:
         average: float | None = statistics.fmean(s["progression_percentage"] for s in scored_envs)
@@ -376,6 +406,10 @@ def compute_summary(episodes: list[EpisodeRecord], envs: list[str] | None = None
         "end_reasons": _reason_counts(chosen),
         **totals,
         "total_tokens": totals["input_tokens"] + totals["output_tokens"],
+        "models": costs["models"],
+        "cost_usd": costs["cost_usd"],
+        "unpriced_models": costs["unpriced_models"],
+        "prices": prices.describe(),
         "agent": _distinct_configs(e.agent_config for e in chosen),
         "client": _distinct_configs(e.client_config for e in chosen),
         "task_dir_layout": "flat: '/' in task names replaced by '__'",
@@ -413,6 +447,7 @@ def summarize(
     *,
     envs: list[str] | None = None,
     extra: dict[str, Any] | None = None,
+    prices: PriceTable | None = None,
 ) -> dict[str, Any]:
     """Recompute and atomically write all summaries from the episode files; return summary.json.
 
@@ -432,7 +467,9 @@ def summarize(
     clash = _PROTECTED_SUMMARY_KEYS.intersection(extra)
     if clash:
         raise ValueError(f"extra may not override computed summary keys: {sorted(clash)}")
-    summary: dict[str, Any] = scrub({**compute_summary(load_episodes(root), envs), **extra})
+    summary: dict[str, Any] = scrub(
+        {**compute_summary(load_episodes(root), envs, prices), **extra}
+    )
     for env, figures in summary["environments"].items():
         atomic_write_text(
             root / safe_name(env) / f"{safe_name(env)}_summary.json", dumps(figures, indent=2)
@@ -467,15 +504,22 @@ def _row(name: str, task: str, figures: Mapping[str, Any]) -> list[str]:
         _steps(figures),
         f"{figures['input_tokens']:,}",
         f"{figures['output_tokens']:,}",
+        _cost(figures),
         _errors(figures),
     ]
 
 
-def render_report(out_dir: str | Path) -> Table:
+def _cost(figures: Mapping[str, Any]) -> str:
+    cost = figures.get("cost_usd")
+    return "unpriced" if cost is None else f"${cost:,.4f}"
+
+
+def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Table:
     """A rich ``Table`` of a results directory: per env, per task and overall.
 
     Columns: environment, task, scored episodes, progression % ± SE, average steps, input and
-    output tokens, and failed (agent/env error or cancelled) episodes. Figures are recomputed
+    output tokens, estimated cost (``prices``; default the shipped table), and failed
+    (agent/env error or cancelled) episodes. Figures are recomputed
     from the episode files. Raises ``FileNotFoundError`` (with a hint) when ``out_dir`` is
     missing or holds no readable episode files.
     """
@@ -489,13 +533,13 @@ def render_report(out_dir: str | Path) -> Table:
         raise FileNotFoundError(
             f"no episode files under {root} (expected <env>/<task>/<task>_run_<NN>.json)"
         )
-    summary = compute_summary(episodes)
+    summary = compute_summary(episodes, prices=prices)
     table = Table(title=f"Moria results: {root}")
     table.add_column("Environment", no_wrap=True)
     table.add_column("Task", overflow="fold")
     table.add_column("Episodes", justify="right")
     table.add_column("Progression %", justify="right", no_wrap=True)
-    for column in ("Avg steps", "Input tokens", "Output tokens", "Failed"):
+    for column in ("Avg steps", "Input tokens", "Output tokens", "Cost", "Failed"):
         table.add_column(column, justify="right")
     for env, figures in summary["environments"].items():
         table.add_row(*_row(env, "(all)", figures), style="bold")
@@ -509,12 +553,15 @@ def render_report(out_dir: str | Path) -> Table:
         "average_steps": summary["average_steps"],
         "input_tokens": summary["input_tokens"],
         "output_tokens": summary["output_tokens"],
+        "cost_usd": summary["cost_usd"],
         "end_reasons": summary["end_reasons"],
     }
     table.add_row(*_row("Overall", "(mean of envs)", overall), style="bold")
     return table
 
 
-def print_report(out_dir: str | Path, console: Console | None = None) -> None:
-    """Print ``render_report(out_dir)`` to ``console`` (default: a new stdout Console)."""
-    (console or Console()).print(render_report(out_dir))
+def print_report(
+    out_dir: str | Path, console: Console | None = None, prices: PriceTable | None = None
+) -> None:
+    """Print ``render_report(out_dir, prices)`` to ``console`` (default: a new stdout Console)."""
+    (console or Console()).print(render_report(out_dir, prices))

@@ -33,6 +33,7 @@ from rich.progress import (
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
+from orchestrator.accounting import PriceError, load_prices
 from orchestrator.balrog import SEED_CYCLES
 from orchestrator.episode import (
     EpisodePlan,
@@ -129,6 +130,10 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
     """Run ``todo`` against the given (env targets, policy target). ``on_fault`` is called
     after each infrastructure fault and may raise to stop the whole run (a dead local server)."""
     env_targets, policy_target = targets
+    try:
+        load_prices(spec.eval.prices)
+    except PriceError as exc:
+        raise PreflightError(str(exc)) from None
     versions = await _preflight(spec, env_targets, policy_target)
     await _check_env_options(spec, run_id, todo, env_targets, policy_target)
     _write_run_metadata(out, run_id, spec, versions)
@@ -177,6 +182,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
                 await asyncio.gather(*workers, return_exceptions=True)
                 raise
         outcome.summary = summarize(out, envs=spec.envs.env_list,
+                                    prices=load_prices(spec.eval.prices),
                                     extra={"run_id": run_id, "run_seed": spec.eval.seed,
                                            "versions": versions,
                                            "env_kwargs": {env: spec.envs.kwargs_for(env)
@@ -260,7 +266,12 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: list[tuple[str, s
                            env_target=env_targets[env], policy_target=policy_target)
         session = EnvClient(plan.env_target).session()
         try:
-            await open_env(session, plan, spec)
+            opened = await open_env(session, plan, spec)
+            if spec.agent.max_image_history > 0 and not any(
+                    a.observation.HasField("image") and a.observation.image.data
+                    for a in opened.agents.values()):
+                log.warning("env %r renders no frames: its episodes run text-only although "
+                            "agent.max_image_history=%d", env, spec.agent.max_image_history)
         except EpisodeSetupError as exc:
             raise PreflightError(f"env {env!r} rejects the run's options: {exc}") from None
         except InfrastructureFault:

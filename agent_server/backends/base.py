@@ -8,6 +8,7 @@ failures) and the request timeout. Errors that end an episode are raised as ``Ba
 from __future__ import annotations
 
 import abc
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,7 +41,13 @@ class GenerateParams:
 
 @dataclass
 class TokenUsage:
-    """Token counts of one call (or a sum of calls)."""
+    """Token counts of one call (or a sum of calls).
+
+    ``input_tokens`` includes ``cached_input_tokens`` (prompt tokens served from a provider
+    cache); ``output_tokens`` includes ``reasoning_tokens`` (thinking is billed as output). Every
+    backend reports in this convention, whatever its provider's own fields (Gemini, for example,
+    reports thoughts apart from the answer; its backend adds them into ``output_tokens``).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -110,6 +117,40 @@ class Backend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections / model memory."""
+
+
+class ConcurrencyLimited(Backend):
+    """A backend with at most ``limit`` calls in flight (``client.max_concurrency`` per
+    endpoint); further calls wait their turn on an ``asyncio.Semaphore``. ``waiting`` and
+    ``in_flight`` are live counters (for ``GetInfo`` and metrics)."""
+
+    def __init__(self, inner: Backend, limit: int):
+        if limit < 1:
+            raise ValueError(f"concurrency limit must be >= 1, got {limit}")
+        self.inner = inner
+        self.name = inner.name
+        self.limit = limit
+        self.in_flight = 0
+        self.waiting = 0
+        self._slots = asyncio.Semaphore(limit)
+
+    async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
+        """``inner.complete`` once a slot is free. Raises what ``inner`` raises."""
+        self.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.in_flight += 1
+        try:
+            return await self.inner.complete(messages, params)
+        finally:
+            self.in_flight -= 1
+            self._slots.release()
+
+    async def aclose(self) -> None:
+        """Close the wrapped backend."""
+        await self.inner.aclose()
 
 
 def merge_consecutive_roles(messages: list[ChatMessage]) -> list[ChatMessage]:

@@ -21,6 +21,11 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent_server.backends.base import (
+    STOP_BLOCKED,
+    STOP_EMPTY,
+    STOP_END,
+    STOP_LENGTH,
+    STOP_OTHER,
     Backend,
     BackendError,
     ChatMessage,
@@ -48,6 +53,57 @@ CHOICE_CONSTRAINTS: dict[str, Callable[[list[str]], dict[str, Any]]] = {
 
 #: Model used when ``client.model_id`` is None (servers that serve one model ignore the name).
 DEFAULT_MODEL: dict[str, str] = {"llamacpp": "local-model"}
+
+
+def _openai_reasoning(client: ClientConfig) -> dict[str, Any]:
+    """OpenAI reasoning models: ``reasoning_effort``; they count output in
+    ``max_completion_tokens`` (the request's ``max_tokens`` is moved there)."""
+    if client.reasoning_effort is None:
+        return {}
+    return {"reasoning_effort": client.reasoning_effort}
+
+
+def _openrouter_reasoning(client: ClientConfig) -> dict[str, Any]:
+    """OpenRouter's unified ``reasoning`` object: a token budget, else an effort level."""
+    if client.thinking_budget is not None:
+        return {"reasoning": {"max_tokens": client.thinking_budget}}
+    if client.reasoning_effort is not None:
+        effort = "low" if client.reasoning_effort == "minimal" else client.reasoning_effort
+        return {"reasoning": {"effort": effort}}
+    return {}
+
+
+def _vllm_reasoning(client: ClientConfig) -> dict[str, Any]:
+    """vLLM/llama.cpp servers: reasoning output comes back in ``reasoning_content`` when the
+    server runs a reasoning parser; an effort is forwarded for models whose template reads it."""
+    if client.reasoning_effort is None:
+        return {}
+    return {"reasoning_effort": client.reasoning_effort}
+
+
+#: How each provider asks a reasoning model to think (request body additions).
+REASONING_PARAMS: dict[str, Callable[[ClientConfig], dict[str, Any]]] = {
+    "openai": _openai_reasoning,
+    "openrouter": _openrouter_reasoning,
+    "vllm": _vllm_reasoning,
+    "llamacpp": _vllm_reasoning,
+}
+
+#: Provider finish reasons -> normalised ``Completion.stop_reason`` (base.STOP_*).
+FINISH_REASONS: dict[str, str] = {
+    "stop": STOP_END,
+    "eos": STOP_END,
+    "length": STOP_LENGTH,
+    "max_tokens": STOP_LENGTH,
+    "content_filter": f"{STOP_BLOCKED}:content_filter",
+}
+
+
+def normalise_finish(reason: str | None) -> str:
+    """An OpenAI-style ``finish_reason`` as a ``Completion.stop_reason`` ("" when absent)."""
+    if not reason:
+        return ""
+    return FINISH_REASONS.get(reason, f"{STOP_OTHER}:{reason}")
 
 _KEY_PATTERN = re.compile(r"\b(sk|key|rk)-[A-Za-z0-9_\-*]{4,}")
 
@@ -135,10 +191,11 @@ class OpenAICompatBackend(Backend):
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
         """One chat completion (non-streaming or SSE streaming per ``client.stream``).
 
-        Returns text, reasoning (``reasoning_content``/``reasoning`` fields), usage, the finish
-        reason (``"no_choices"`` when the reply had none), latency and attempts. An empty
-        reply is returned as ``""``, not raised. Raises ``BackendError``: fail-fast on 4xx
-        (401/403: "bad API key for <provider>"), ``retryable=True`` once retries are spent.
+        Returns text, reasoning (``reasoning_content``/``reasoning`` fields), usage, the
+        normalised stop reason (``"empty"`` when the reply had no choice, ``"blocked:..."`` for a
+        content filter), latency and attempts. An empty reply is returned as ``""``, not raised.
+        Raises ``BackendError``: fail-fast on 4xx (401/403: "bad API key for <provider>"),
+        ``retryable=True`` once retries are spent.
         """
         start = time.perf_counter()
         request = self._request(messages, params)
@@ -161,6 +218,10 @@ class OpenAICompatBackend(Backend):
         }
         if params.temperature is not None:
             body["temperature"] = params.temperature
+        reasoning = REASONING_PARAMS.get(self.name, lambda _c: {})(self._client_cfg)
+        if reasoning and self.name == "openai":
+            body["max_completion_tokens"] = body.pop("max_tokens")
+        body.update(reasoning)
         body.update(params.extra)
         if params.choices:
             constrain = CHOICE_CONSTRAINTS.get(self.name)
@@ -225,21 +286,22 @@ class OpenAICompatBackend(Backend):
             text="".join(text),
             reasoning="".join(reasoning),
             usage=usage,
-            stop_reason=finish or ("" if saw_choice else "no_choices"),
+            stop_reason=normalise_finish(finish) if saw_choice else STOP_EMPTY,
         )
 
     def _parse(self, response: Any) -> Completion:
         usage = usage_from(getattr(response, "usage", None))
         choices = getattr(response, "choices", None) or []
         if not choices:
-            return Completion(text="", usage=usage, stop_reason="no_choices")
+            log.warning("%s: the reply had no choices", self.name)
+            return Completion(text="", usage=usage, stop_reason=STOP_EMPTY)
         choice = choices[0]
         message = choice.message
         return Completion(
             text=(message.content if message is not None else None) or "",
             reasoning=_extra_str(message, "reasoning_content", "reasoning"),
             usage=usage,
-            stop_reason=choice.finish_reason or "",
+            stop_reason=normalise_finish(choice.finish_reason),
         )
 
     def _redact(self, text: str) -> str:

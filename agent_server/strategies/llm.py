@@ -6,10 +6,12 @@ is written back into the history and whether its output may be grammar-constrain
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from typing import ClassVar
 
-from agent_server.backends.base import Backend, Completion, GenerateParams
+from agent_server.backends.base import Backend, ChatMessage, Completion, GenerateParams
 from agent_server.extract import ExtractMode, extract_action, split_answer
 from agent_server.history import HistoryBuilder
 from agent_server.strategies.base import Strategy
@@ -22,6 +24,23 @@ SEED_BOUND_BITS = 31
 def system_prompt(instruction: str, format_instruction: str) -> str:
     """The env instruction followed by the strategy's answer-format rules."""
     return f"{instruction.rstrip()}\n\n{format_instruction}" if instruction else format_instruction
+
+
+def prompt_json(messages: list[ChatMessage]) -> str:
+    """The chat as audit JSON: ``[{"role", "content", "images": [sha256 hex of each PNG]}]``
+    (images by digest so saved prompts stay small; the frames themselves are in the env's
+    record when ``eval.save_images`` is on)."""
+    return json.dumps(
+        [
+            {
+                "role": m.role,
+                "content": m.content,
+                "images": [hashlib.sha256(png).hexdigest() for png in m.images],
+            }
+            for m in messages
+        ],
+        ensure_ascii=False,
+    )
 
 
 class LLMStrategy(Strategy):
@@ -68,7 +87,7 @@ class LLMStrategy(Strategy):
     async def act(self, turn: TurnInput) -> Decision:
         """Ask the model for ``turn``'s action (see the class docstring)."""
         names = list(turn.legal_actions or self.ctx.action_names)
-        messages = self.history.build(turn)
+        messages = self.messages(turn)
         completion = await self._backend.complete(messages, self.params(names))
         action, matched = extract_action(completion.text, names, self.extract_mode)
         reasoning, answer = split_answer(completion.text, self.extract_mode)
@@ -84,7 +103,13 @@ class LLMStrategy(Strategy):
             usage=completion.usage,
             latency_s=completion.latency_s,
             stop_reason=completion.stop_reason,
+            attempts=completion.attempts,
+            prompt_json=prompt_json(messages) if self.ctx.record_prompts else "",
         )
+
+    def messages(self, turn: TurnInput) -> list[ChatMessage]:
+        """The chat sent for ``turn`` (strategies add to it by overriding this)."""
+        return self.history.build(turn)
 
     def params(self, names: list[str]) -> GenerateParams:
         """Generation settings for one call; ``names`` are this turn's valid action names."""

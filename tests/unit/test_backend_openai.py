@@ -255,7 +255,7 @@ async def test_empty_choices_is_empty_text_not_a_crash(server: FakeOpenAI, strea
     empty = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
     blank = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
     await backend.aclose()
-    assert (empty.text, empty.stop_reason) == ("", "no_choices")
+    assert (empty.text, empty.stop_reason) == ("", "empty")
     assert (blank.text, blank.stop_reason) == ("", "stop")
     assert len(server.requests) == 2
 
