@@ -12,6 +12,8 @@
 4. Crafter, TextWorld and BabaIsAI (``benchmarks/families.py``): steps/s in-process vs through
    the Env server (1 and 4 sessions), and the one-time cost of generating TextWorld games with
    BALROG's recipes (seconds per game per family, into an empty cache).
+5. Agent server (``benchmarks/policy.py``): acts/s of one Policy server against a zero-latency
+   model at 1, 16 and 256 concurrent Play streams, and its overhead per act in ms.
 
 Servers run as separate processes on unix sockets, as the local stack runs them.
 
@@ -157,8 +159,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="steps per throughput figure")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--suites", default="babyai,nethack,families",
-                        help="comma-separated: babyai, nethack, families")
+    parser.add_argument("--suites", default="babyai,nethack,families,policy",
+                        help="comma-separated: babyai, nethack, families, policy")
     parser.add_argument("--tw-games", type=int, default=2,
                         help="TextWorld games generated per family for the generation cost")
     args = parser.parse_args()
@@ -173,6 +175,10 @@ def main() -> None:
         results["nethack_steps_per_s_and_memory"] = nethack_figures(args.steps // 2)
     if "families" in suites:
         results.update(family_figures(args))
+    if "policy" in suites:
+        from benchmarks.policy import run as policy_figures
+
+        results["policy_acts_per_s_zero_latency_model"] = asyncio.run(policy_figures())
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

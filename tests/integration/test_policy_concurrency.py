@@ -1,0 +1,83 @@
+"""One agent server serves many Play streams on one event loop: a slow model call on one
+stream never holds up another stream, and ``client.max_concurrency`` bounds the calls sent to
+one endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from moria.clients import PolicyClient
+from moria.codecs import struct_from_dict
+from moria.common.v1 import types_pb2
+from moria.config import AgentConfig, ClientConfig, policy_config_dict
+from moria.policy.v1 import policy_service_pb2 as pol_pb
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.servers import policy_server
+
+SPACE = types_pb2.ActionSpace(actions=[types_pb2.NamedAction(name=n) for n in ("a", "b")],
+                              default_action="a")
+
+
+async def _begin(target: str, agent: AgentConfig, client: ClientConfig, seed: int):
+    stream = PolicyClient(target).play()
+    await stream.begin(pol_pb.Begin(
+        episode_id=f"e{seed}", agent_id="agent_0", instruction="pick", action_space=SPACE,
+        agent_config=struct_from_dict(policy_config_dict(agent, client)), seed=seed,
+        env_name="babyai", task="t"))
+    return stream
+
+
+def _observe(step: int = 0) -> pol_pb.Observe:
+    return pol_pb.Observe(step=step, observation=types_pb2.Observation(
+        text={"long_term_context": "obs"}))
+
+
+async def test_slow_model_call_does_not_block_other_streams() -> None:
+    release = threading.Event()
+    with FakeOpenAI(lambda _req: "a" if release.wait(30) else "b") as fake:
+        client = ClientConfig(client_name="vllm", base_url=fake.base_url, model_id="m")
+        async with policy_server() as pol:
+            slow = await _begin(pol.target, AgentConfig(type="naive"), client, 1)
+            quick = await _begin(pol.target, AgentConfig(type="dummy"), client, 2)
+            pending = asyncio.create_task(slow.observe(_observe()))
+            while not fake.requests:  # the model call is now in flight
+                await asyncio.sleep(0.01)
+            answers = [await quick.observe(_observe(i)) for i in range(20)]
+            assert not pending.done()
+            release.set()
+            act = await pending
+    assert act.action.text == "a" and act.model == "vllm/m"
+    assert all(a.action.text in ("a", "b") for a in answers)
+
+
+async def test_max_concurrency_bounds_calls_to_one_endpoint() -> None:
+    lock = threading.Lock()
+    state = {"now": 0, "peak": 0}
+    gate = threading.Semaphore(0)
+
+    def reply(_request: dict) -> str:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        gate.acquire(timeout=30)
+        with lock:
+            state["now"] -= 1
+        return "b"
+
+    with FakeOpenAI(reply) as fake:
+        client = ClientConfig(client_name="vllm", base_url=fake.base_url, model_id="m",
+                              max_concurrency=2)
+        async with policy_server() as pol:
+            streams = [await _begin(pol.target, AgentConfig(type="naive"), client, i)
+                       for i in range(6)]
+            acts = [asyncio.create_task(s.observe(_observe())) for s in streams]
+            while len(fake.requests) < 2:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)  # give a third call the chance to arrive (it must not)
+            assert len(fake.requests) == 2
+            for _ in range(6):
+                gate.release()
+            results = await asyncio.gather(*acts)
+    assert [r.action.text for r in results] == ["b"] * 6
+    assert state["peak"] == 2 and len(fake.requests) == 6
