@@ -8,11 +8,7 @@ the invalid-action feedback and the short-term context in text."""
 
 from __future__ import annotations
 
-import base64
 import io
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -20,57 +16,10 @@ from PIL import Image
 
 from orchestrator.episode import EpisodePlan, run_episode
 from orchestrator.spec import load_spec
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.providers import PROVIDERS, TEST_KEY, Provider
 from tests.support.servers import env_server, policy_server
 
 TASKS = {"babyai": "BabyAI-MixedTrainLocal-v0/goto", "crafter": "default"}
-
-
-@dataclass
-class Provider:
-    """How to start one provider's test server and read images back out of its requests."""
-
-    name: str
-    overrides: Callable[[str], list[str]]
-    start: Callable[[str], Any]
-    images_per_message: Callable[[dict[str, Any]], list[list[bytes]]]
-    last_user_text: Callable[[dict[str, Any]], str]
-    key_env: str | None = None
-
-
-def _openai_images(request: dict[str, Any]) -> list[list[bytes]]:
-    out = []
-    for msg in request["messages"]:
-        parts = msg["content"] if isinstance(msg["content"], list) else []
-        urls = [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]
-        assert all(u.startswith("data:image/png;base64,") for u in urls)
-        out.append([base64.b64decode(u.split(",", 1)[1]) for u in urls])
-    return out
-
-
-def _openai_text(request: dict[str, Any]) -> str:
-    content = request["messages"][-1]["content"]
-    if isinstance(content, str):
-        return content
-    return "\n".join(p["text"] for p in content if p.get("type") == "text")
-
-
-OPENAI = Provider(
-    name="openai-compatible",
-    overrides=lambda url: ["client.client_name=vllm", f"client.base_url={url}",
-                           "client.model_id=fake-vlm"],
-    start=lambda reply: FakeOpenAI(reply),
-    images_per_message=_openai_images,
-    last_user_text=_openai_text,
-)
-
-PROVIDERS = [OPENAI]
-
-
-@contextmanager
-def _serving(provider: Provider, reply: str) -> Iterator[Any]:
-    with provider.start(reply) as server:
-        yield server
 
 
 def _is_png(data: bytes) -> tuple[int, int]:
@@ -81,7 +30,7 @@ def _is_png(data: bytes) -> tuple[int, int]:
 
 async def _play(provider: Provider, env: str, reply: str, steps: int, *overrides: str,
                 ) -> list[dict[str, Any]]:
-    with _serving(provider, reply) as server:
+    with provider.start(reply) as server:
         spec = load_spec(None, [*provider.overrides(server.base_url), "client.max_retries=0",
                                 f"eval.max_steps_per_episode={steps}", *overrides])
         async with env_server((env,)) as env_srv, policy_server() as pol:
@@ -98,11 +47,11 @@ async def _play(provider: Provider, env: str, reply: str, steps: int, *overrides
 async def test_frames_reach_the_model_and_only_the_newest_keep_them(
         provider: Provider, env: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if provider.key_env:
-        monkeypatch.setenv(provider.key_env, "test-key-not-secret")
+        monkeypatch.setenv(provider.key_env, TEST_KEY)
     requests = await _play(provider, env, "noop" if env == "crafter" else "turn left", 4,
                            "agent.max_image_history=2", "agent.max_text_history=4")
     assert len(requests) == 4
-    per_request = [provider.images_per_message(r) for r in requests]
+    per_request = [provider.images(r) for r in requests]
     counts = [sum(len(m) for m in msgs) for msgs in per_request]
     assert counts == [1, 2, 2, 2]  # current frame, plus one past frame once there is one
     for msgs in per_request:
@@ -118,11 +67,11 @@ async def test_frames_reach_the_model_and_only_the_newest_keep_them(
 async def test_image_only_mode_still_delivers_feedback_and_short_term_context(
         provider: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
     if provider.key_env:
-        monkeypatch.setenv(provider.key_env, "test-key-not-secret")
+        monkeypatch.setenv(provider.key_env, TEST_KEY)
     requests = await _play(provider, "crafter", "dance wildly", 2,
                            "agent.max_image_history=1", "agent.max_text_history=0")
     last = requests[-1]
-    assert sum(len(m) for m in provider.images_per_message(last)) == 1
-    text = provider.last_user_text(last)
+    assert sum(len(m) for m in provider.images(last)) == 1
+    text = provider.last_text(last)
     assert "valid" in text.lower() and "noop" in text.lower()  # the feedback: default applied
     assert "inventory" in text.lower()  # Crafter's short-term context
