@@ -1,0 +1,33 @@
+"""Malformed model output, for every provider: the env applies its default action, the raw
+output is kept in ``failed_candidates``, and the next prompt tells the model what happened."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.episode import EpisodePlan, run_episode
+from orchestrator.spec import load_spec
+from tests.support.providers import PROVIDERS, TEST_KEY, Provider
+from tests.support.servers import env_server, policy_server
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
+async def test_malformed_output_gives_default_action_and_feedback(
+        provider: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
+    if provider.key_env:
+        monkeypatch.setenv(provider.key_env, TEST_KEY)
+    with provider.start("I like turtles") as server:
+        spec = load_spec(None, [*provider.overrides(server.base_url), "client.max_retries=0",
+                                "eval.max_steps_per_episode=2"])
+        async with env_server() as env, policy_server() as pol:
+            plan = EpisodePlan(run_id="m", env="babyai", task="BabyAI-MixedTrainLocal-v0/goto",
+                               episode_index=0, seed=3, env_target=env.target,
+                               policy_target=pol.target)
+            record = await run_episode(plan, spec)
+        requests = [r.json for r in server.requests if r.json is not None]
+    assert record.end_reason == "truncated"
+    assert [(s.action, s.valid) for s in record.steps] == [("go forward", False)] * 2
+    assert record.failed_candidates == ["I like turtles"] * 2
+    feedback = provider.last_text(requests[1])
+    assert "go forward" in feedback and "valid" in feedback.lower()
+    assert "turtles" not in provider.last_text(requests[0])
