@@ -8,6 +8,7 @@
                                                       progress.png
     moria prepare [--env NAME ...]                    build game data and model weights once
     moria tasks [--env NAME]                          list env families and their tasks
+    moria record-demos --env NAME [--tasks T ...]     record oracle demos for few_shot
     moria serve env|agent [flags]                     run one server alone
 
 Exit codes: 0 success; 1 some episodes failed (env/agent errors, see the summary); 2 bad
@@ -224,6 +225,12 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return list_tasks(args.env, args.endpoint)
 
 
+def _cmd_record_demos(args: argparse.Namespace) -> int:
+    from orchestrator.record_demos import run_command
+
+    return run_command(args)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     module = {"env": "env_server", "agent": "agent_server"}[args.component]
     os.execv(sys.executable, [sys.executable, "-m", module, "serve", *args.rest])
@@ -288,6 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--env", default="", help="only this family")
     ts.add_argument("--endpoint", default="", help="ask a running env server instead")
     ts.set_defaults(func=_cmd_tasks)
+
+    from orchestrator.record_demos import add_arguments as add_record_demos_arguments
+
+    rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")
+    add_record_demos_arguments(rd)
+    rd.set_defaults(func=_cmd_record_demos)
 
     sv = sub.add_parser("serve", help="run one server (env or agent)")
     sv.add_argument("component", choices=["env", "agent"])

@@ -177,12 +177,12 @@ def append_demos(path: str | os.PathLike[str], records: Iterable[DemoRecord]) ->
     """Append ``records`` to a demo file (created with its folders if missing); returns it.
 
     The whole file is rewritten atomically (temp file + ``os.replace``) while holding a
-    ``file_lock`` on ``<path>.lock``, so concurrent writers never lose lines and readers see
-    either the old or the new file. Raises DemoFormatError when the existing file is invalid,
-    OSError on write failures (the old file is then untouched).
+    ``file_lock`` on the hidden ``.<name>.lock`` beside it, so concurrent writers never lose
+    lines and readers see either the old or the new file. Raises DemoFormatError when the
+    existing file is invalid, OSError on write failures (the old file is then untouched).
     """
     target = Path(path)
-    with file_lock(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(f".{target.name}.lock")):
         existing = target.read_text(encoding="utf-8") if target.is_file() else ""
         if existing:
             read_demos(target)  # never extend a corrupt file

@@ -27,6 +27,7 @@ from moria.config import policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from orchestrator.accounting import add_usage
+from orchestrator.demos import MissingDemonstrationsError, evaluation_seeds, load_demonstrations
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.spec import RunSpec
 
@@ -213,6 +214,11 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                           ) -> list[_Seat]:
     policy = PolicyClient(plan.policy_target)
     config = struct_from_dict(policy_config_dict(spec.agent, spec.client))
+    try:
+        demos = load_demonstrations(spec, plan.env, plan.task,
+                                    evaluation_seeds(spec, plan.env, plan.task) | {plan.seed})
+    except MissingDemonstrationsError as exc:
+        raise EpisodeSetupError(str(exc)) from None
     seats: list[_Seat] = []
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
         stream = policy.play()
@@ -221,7 +227,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
             episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
             agent_id=agent_id, instruction=start.instruction, action_space=start.action_space,
             agent_config=config, seed=(plan.seed + offset) % 2**64, env_name=plan.env,
-            task=plan.task, record_prompts=spec.eval.save_prompts))
+            task=plan.task, record_prompts=spec.eval.save_prompts, demonstrations=demos))
     return seats
 
 

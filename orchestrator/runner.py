@@ -35,6 +35,7 @@ import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
 from orchestrator.accounting import PriceError, load_prices
 from orchestrator.balrog import SEED_CYCLES
+from orchestrator.demos import MissingDemonstrationsError, check_demonstrations
 from orchestrator.episode import (
     EpisodePlan,
     EpisodeSetupError,
@@ -98,6 +99,11 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
     planned = spec.episodes()
     done = completed_keys(out)
     todo = [p for p in planned if p not in done]
+    try:
+        check_demonstrations(spec, [(env, task, derive_seed(spec.eval.seed, env, task, index))
+                                    for env, task, index in planned])
+    except MissingDemonstrationsError as exc:
+        raise PreflightError(str(exc)) from None
     try:
         if spec.endpoints.configured:
             return await _run_with(spec, out, run_id, todo, len(planned) - len(todo),

@@ -9,9 +9,11 @@ from agent_server.backends.base import Backend
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.cot import CotStrategy
 from agent_server.strategies.dummy import DummyStrategy
+from agent_server.strategies.few_shot import FewShotStrategy
 from agent_server.strategies.llm import LLMStrategy
 from agent_server.strategies.naive import NaiveStrategy
 from agent_server.strategies.oracle import OracleStrategy
+from agent_server.strategies.plan_action import PlanActionStrategy
 from agent_server.strategies.robust import RobustCotStrategy, RobustNaiveStrategy
 from agent_server.turn import EpisodeContext
 
@@ -25,6 +27,8 @@ STRATEGIES: dict[str, type[Strategy]] = {
         RobustCotStrategy,
         DummyStrategy,
         OracleStrategy,
+        FewShotStrategy,
+        PlanActionStrategy,
     )
 }
 
@@ -47,9 +51,11 @@ __all__ = [
     "STRATEGIES",
     "CotStrategy",
     "DummyStrategy",
+    "FewShotStrategy",
     "LLMStrategy",
     "NaiveStrategy",
     "OracleStrategy",
+    "PlanActionStrategy",
     "RobustCotStrategy",
     "RobustNaiveStrategy",
     "Strategy",

@@ -27,7 +27,7 @@ from agent_server.strategies import (
     RobustNaiveStrategy,
     create_strategy,
 )
-from agent_server.turn import EpisodeContext, TurnInput
+from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, TurnInput
 from moria.config import AgentConfig, ClientConfig, GenerateKwargs
 
 ACTIONS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]
@@ -94,10 +94,15 @@ def _turn(step: int = 0, **kwargs: object) -> TurnInput:
 
 
 def test_registry_covers_every_agent_type() -> None:
-    assert set(STRATEGIES) == {"naive", "cot", "robust_naive", "robust_cot", "dummy", "oracle"}
+    assert set(STRATEGIES) == {"naive", "cot", "robust_naive", "robust_cot", "dummy", "oracle",
+                               "few_shot", "plan_action"}
     backend = ScriptedBackend([])
     for name, cls in STRATEGIES.items():
-        strategy = create_strategy(_ctx(name), backend)
+        ctx = _ctx(name)
+        if name == "few_shot":
+            ctx.demonstrations = (
+                DemoEpisode("goto", 1, "", "babyai-bot", (DemoStep("o", "drop"),)),)
+        strategy = create_strategy(ctx, backend)
         assert type(strategy) is cls
 
 
