@@ -347,3 +347,44 @@ def test_parse_retry_after() -> None:
     future = email.utils.formatdate(time.time() + 30, usegmt=True)
     value = parse_retry_after({"retry-after": future})
     assert value is not None and 25 <= value <= 31
+
+
+@pytest.mark.parametrize(
+    ("client_name", "settings", "expected"),
+    [
+        ("openai", {"reasoning_effort": "high"},
+         {"reasoning_effort": "high", "max_completion_tokens": 64}),
+        ("openrouter", {"thinking_budget": 2048}, {"reasoning": {"max_tokens": 2048},
+                                                    "max_tokens": 64}),
+        ("openrouter", {"reasoning_effort": "minimal"}, {"reasoning": {"effort": "low"},
+                                                         "max_tokens": 64}),
+        ("vllm", {"reasoning_effort": "low"}, {"reasoning_effort": "low", "max_tokens": 64}),
+    ],
+)
+async def test_reasoning_settings_reach_the_request_and_reasoning_is_recorded(
+        server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, client_name: str,
+        settings: dict[str, Any], expected: dict[str, Any]) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("OPENROUTER_API_KEY", FAKE_KEY)
+    server.script(Behaviour(reasoning="think first", usage={
+        "prompt_tokens": 9, "completion_tokens": 40, "total_tokens": 49,
+        "completion_tokens_details": {"reasoning_tokens": 35}}))
+    b = create_backend(client_cfg(server, client_name=client_name, **settings))
+    try:
+        out = await b.complete([ChatMessage("user", "hi")], GenerateParams(max_tokens=64))
+    finally:
+        await b.aclose()
+    body = server.requests[-1].json or {}
+    for key, value in expected.items():
+        assert body[key] == value
+    if client_name == "openai":
+        assert "max_tokens" not in body
+    assert (out.reasoning, out.usage.reasoning_tokens, out.usage.output_tokens) == (
+        "think first", 35, 40)
+
+
+async def test_content_filter_is_classified_as_blocked(server: FakeOpenAI,
+                                                       backend: Backend) -> None:
+    server.script(Behaviour(reply="", finish_reason="content_filter"))
+    out = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+    assert (out.text, out.stop_reason, out.withheld) == ("", "blocked:content_filter", True)
