@@ -36,12 +36,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import re
-import time
 from typing import Any
 
 import anthropic
-import httpx2
 from anthropic import AsyncAnthropic
 
 from agent_server.backends.base import (
@@ -59,10 +56,11 @@ from agent_server.backends.base import (
     merge_consecutive_roles,
 )
 from agent_server.backends.retry import (
-    TransientError,
-    call_with_retries,
-    is_retryable_status,
-    parse_retry_after,
+    Redactor,
+    classify_sdk_error,
+    classify_status,
+    complete_with_retries,
+    error_message,
 )
 from moria.config import ClientConfig
 
@@ -111,8 +109,6 @@ ERROR_TYPE_STATUS: dict[str, int] = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
-
-_KEY_PATTERN = re.compile(r"\b(sk|key|rk)-[A-Za-z0-9_\-*]{4,}")
 
 
 def thinking_budget(client: ClientConfig) -> int | None:
@@ -259,7 +255,7 @@ class AnthropicBackend(Backend):
         self.name = client.client_name
         self._client_cfg = client
         self._key_env = key_env
-        self._secret = api_key
+        self._redact = Redactor(api_key)
         if not client.model_id:
             raise BackendError(
                 f"{self.name}: client.model_id is required (the Claude model name)",
@@ -294,14 +290,10 @@ class AnthropicBackend(Backend):
         ``retryable=True`` once retries of 408/429/5xx/529, timeouts and connection errors are
         spent.
         """
-        start = time.perf_counter()
         request = self.request(messages, params)
-        completion, attempts = await call_with_retries(
-            lambda: self._attempt(request), self._client_cfg, self.name
+        return await complete_with_retries(
+            lambda: self._attempt(request), self._client_cfg, self.name, classify=self._classify
         )
-        completion.latency_s = time.perf_counter() - start
-        completion.attempts = attempts
-        return completion
 
     def request(self, messages: list[ChatMessage], params: GenerateParams) -> dict[str, Any]:
         """The Messages request body (wire format) for one call; see the module docstring."""
@@ -344,18 +336,11 @@ class AnthropicBackend(Backend):
             log.warning(fmt, self.name, *args)
 
     async def _attempt(self, request: dict[str, Any]) -> Completion:
-        try:
-            if request.get("stream"):
-                return await self._streamed(request)
-            async with asyncio.timeout(self._client_cfg.timeout):
-                response = await self._create(request)
-            return self._parse(response)
-        except (BackendError, TransientError):
-            raise
-        except TimeoutError as exc:
-            raise TransientError(f"timed out after {self._client_cfg.timeout:g}s") from exc
-        except Exception as exc:  # classified: TransientError or BackendError
-            raise self._classify(exc) from exc
+        if request.get("stream"):
+            return await self._streamed(request)
+        async with asyncio.timeout(self._client_cfg.timeout):
+            response = await self._create(request)
+        return self._parse(response)
 
     async def _create(self, request: dict[str, Any]) -> Any:
         """``messages.create`` with the typed arguments it declares and every other field
@@ -407,49 +392,22 @@ class AnthropicBackend(Backend):
             getattr(response, "stop_reason", None),
         )
 
-    def _redact(self, text: str) -> str:
-        if self._secret and len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        return _KEY_PATTERN.sub("***", text)
-
     def _classify(self, exc: Exception) -> Exception:
-        """Map an SDK/transport exception to ``TransientError`` or ``BackendError``."""
+        """Map an SDK/transport exception to ``TransientError`` or ``BackendError``; an
+        ``event: error`` inside a 200 stream counts as the HTTP status of its error type."""
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
             error_type = _error_type(exc.body)
             if status < 400:  # an ``event: error`` inside a 200 SSE stream
                 status = ERROR_TYPE_STATUS.get(error_type or "", 500)
-            detail = self._redact(_provider_message(exc))
+            detail = self._redact(error_message(exc.body, exc.message))
             if error_type:
                 detail = f"{error_type}: {detail}"
-            if is_retryable_status(status):
-                return TransientError(
-                    f"HTTP {status}: {detail}",
-                    status=status,
-                    retry_after=parse_retry_after(exc.response.headers),
-                )
-            if status in (401, 403):
-                hint = f"; check {self._key_env}" if self._key_env else ""
-                return BackendError(
-                    f"bad API key for {self.name} (HTTP {status}{hint}): {detail}",
-                    provider=self.name,
-                    status=status,
-                )
-            return BackendError(
-                f"{self.name}: HTTP {status}: {detail}", provider=self.name, status=status
+            return classify_status(
+                self.name, status, detail, headers=exc.response.headers, key_env=self._key_env
             )
-        if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-            return TransientError(f"timed out after {self._client_cfg.timeout:g}s")
-        if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
-            return TransientError(f"connection error: {self._redact(str(exc))}")
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return BackendError(
-                f"{self.name}: invalid response: {self._redact(str(exc))}", provider=self.name
-            )
-        if isinstance(exc, anthropic.APIError):
-            return TransientError(f"API error: {self._redact(str(exc))}")
-        return BackendError(
-            f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", provider=self.name
+        return classify_sdk_error(
+            exc, anthropic, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout
         )
 
 
@@ -474,14 +432,3 @@ def _error_type(body: object) -> str | None:
             return str(err["type"])
     return None
 
-
-def _provider_message(exc: anthropic.APIStatusError) -> str:
-    """The provider's own error text: ``error.message`` of the JSON body, else the SDK text."""
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-    return exc.message

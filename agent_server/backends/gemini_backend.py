@@ -37,7 +37,6 @@ import importlib
 import logging
 import math
 import re
-import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -62,9 +61,11 @@ from agent_server.backends.base import (
     merge_consecutive_roles,
 )
 from agent_server.backends.retry import (
+    KEY_PATTERN,
+    Redactor,
     TransientError,
-    call_with_retries,
-    is_retryable_status,
+    classify_status,
+    complete_with_retries,
     parse_retry_after,
 )
 from moria.config import ClientConfig
@@ -105,8 +106,10 @@ EXTRA_FIELDS: dict[str, str] = {
 
 _API_VERSION = "v1beta"
 # Google API keys ("AIza" + 35 characters) and OpenAI-style secrets, wherever they appear.
-_KEY_PATTERN = re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}|\b(sk|key|rk)-[A-Za-z0-9_\-*]{4,}")
+_KEY_PATTERN = re.compile(r"\bAIza[0-9A-Za-z_\-]{20,}|" + KEY_PATTERN.pattern)
 _KEY_QUERY = re.compile(r"([?&]key=)[^&\s'\"]+")
+#: What ``Redactor`` hides after the key itself: ``key=`` URL parameters, then key shapes.
+_REDACT_RULES = ((_KEY_QUERY, r"\1***"), (_KEY_PATTERN, "***"))
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 
 
@@ -197,7 +200,7 @@ class GeminiBackend(Backend):
         self.name = client.client_name
         self._client_cfg = client
         self._key_env = key_env
-        self._secret = api_key
+        self._redact = Redactor(api_key, _REDACT_RULES)
         if not client.model_id:
             raise BackendError(f"{self.name}: client.model_id is required", provider=self.name)
         self.model = client.model_id
@@ -224,15 +227,15 @@ class GeminiBackend(Backend):
         400 ``API_KEY_INVALID``: "bad API key for gemini"), ``retryable=True`` once the retries
         for 408/429/5xx, timeouts and connection errors are spent.
         """
-        start = time.perf_counter()
         contents, system = to_gemini_contents(messages)
         config = self._config(params, system)
-        completion, attempts = await call_with_retries(
-            lambda: self._attempt(contents, config), self._client_cfg, self.name
+        return await complete_with_retries(
+            lambda: self._attempt(contents, config),
+            self._client_cfg,
+            self.name,
+            classify=self._classify,
+            timeouts=_ANY_TIMEOUT,
         )
-        completion.latency_s = time.perf_counter() - start
-        completion.attempts = attempts
-        return completion
 
     def _config(self, params: GenerateParams, system: str | None) -> types.GenerateContentConfig:
         fields: dict[str, Any] = {
@@ -262,20 +265,13 @@ class GeminiBackend(Backend):
     async def _attempt(
         self, contents: list[types.Content], config: types.GenerateContentConfig
     ) -> Completion:
-        try:
-            if self._client_cfg.stream:
-                return self._parse(await self._streamed(contents, config))
-            async with asyncio.timeout(self._client_cfg.timeout):
-                response = await self._sdk.aio.models.generate_content(
-                    model=self.model, contents=contents, config=config
-                )
-            return self._parse([response])
-        except (BackendError, TransientError):
-            raise
-        except _ANY_TIMEOUT as exc:
-            raise TransientError(f"timed out after {self._client_cfg.timeout:g}s") from exc
-        except Exception as exc:  # classified: TransientError or BackendError
-            raise self._classify(exc) from exc
+        if self._client_cfg.stream:
+            return self._parse(await self._streamed(contents, config))
+        async with asyncio.timeout(self._client_cfg.timeout):
+            response = await self._sdk.aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
+        return self._parse([response])
 
     async def _streamed(
         self, contents: list[types.Content], config: types.GenerateContentConfig
@@ -349,35 +345,18 @@ class GeminiBackend(Backend):
         log.warning("%s: model %s returned no answer (%s)", self.name, self.model, stop_reason)
         return Completion(text="", usage=usage, stop_reason=stop_reason)
 
-    def _redact(self, text: str) -> str:
-        if self._secret and len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        text = _KEY_QUERY.sub(r"\1***", text)
-        return _KEY_PATTERN.sub("***", text)
-
     def _classify(self, exc: Exception) -> Exception:
         """Map an SDK/transport exception to ``TransientError`` or ``BackendError``."""
         if isinstance(exc, genai_errors.APIError):
             status = int(exc.code) if isinstance(exc.code, int) else 0
-            detail = self._redact(str(exc.message or "no message"))
-            label = f"HTTP {status} {exc.status}" if exc.status else f"HTTP {status}"
-            if is_retryable_status(status):
-                return TransientError(
-                    f"{label}: {detail}",
-                    status=status,
-                    retry_after=_retry_after(exc),
-                )
-            if status in (401, 403) or _is_bad_key(exc):
-                hint = f"; check {self._key_env}" if self._key_env else ""
-                return BackendError(
-                    f"bad API key for {self.name} (HTTP {status}{hint}): {detail}",
-                    provider=self.name,
-                    status=status,
-                )
-            return BackendError(
-                f"{self.name}: {label}: {detail}",
-                provider=self.name,
-                status=status or None,
+            return classify_status(
+                self.name,
+                status,
+                self._redact(str(exc.message or "no message")),
+                key_env=self._key_env,
+                status_name=exc.status,
+                retry_after=_retry_after(exc),
+                bad_key=_is_bad_key(exc),  # the API answers a bad key with HTTP 400
             )
         if isinstance(exc, _TIMEOUT_ERRORS):
             return TransientError(f"timed out after {self._client_cfg.timeout:g}s")

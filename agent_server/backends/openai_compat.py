@@ -10,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import re
-import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx2
 import openai
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -36,10 +33,11 @@ from agent_server.backends.base import (
     merge_consecutive_roles,
 )
 from agent_server.backends.retry import (
-    TransientError,
-    call_with_retries,
-    is_retryable_status,
-    parse_retry_after,
+    Redactor,
+    classify_sdk_error,
+    classify_status,
+    complete_with_retries,
+    error_message,
 )
 from moria.config import ClientConfig
 
@@ -105,8 +103,6 @@ def normalise_finish(reason: str | None) -> str:
         return ""
     return FINISH_REASONS.get(reason, f"{STOP_OTHER}:{reason}")
 
-_KEY_PATTERN = re.compile(r"\b(sk|key|rk)-[A-Za-z0-9_\-*]{4,}")
-
 
 def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     """Convert chat messages to the wire format; images become ``image_url`` PNG data URLs.
@@ -170,7 +166,7 @@ class OpenAICompatBackend(Backend):
         self.name = client.client_name
         self._client_cfg = client
         self._key_env = key_env
-        self._secret = api_key
+        self._redact = Redactor(api_key)
         model = client.model_id or DEFAULT_MODEL.get(client.client_name)
         if not model:
             raise BackendError(f"{self.name}: client.model_id is required", provider=self.name)
@@ -197,14 +193,10 @@ class OpenAICompatBackend(Backend):
         Raises ``BackendError``: fail-fast on 4xx (401/403: "bad API key for <provider>"),
         ``retryable=True`` once retries are spent.
         """
-        start = time.perf_counter()
         request = self._request(messages, params)
-        completion, attempts = await call_with_retries(
-            lambda: self._attempt(request), self._client_cfg, self.name
+        return await complete_with_retries(
+            lambda: self._attempt(request), self._client_cfg, self.name, classify=self._classify
         )
-        completion.latency_s = time.perf_counter() - start
-        completion.attempts = attempts
-        return completion
 
     def _request(self, messages: list[ChatMessage], params: GenerateParams) -> dict[str, Any]:
         """The chat-completions request body (extra provider keys merged in, as the SDK's
@@ -235,18 +227,11 @@ class OpenAICompatBackend(Backend):
         return body
 
     async def _attempt(self, request: dict[str, Any]) -> Completion:
-        try:
-            if request.get("stream"):
-                return await self._streamed(request)
-            async with asyncio.timeout(self._client_cfg.timeout):
-                response = await self._post(request)
-            return self._parse(response)
-        except (BackendError, TransientError):
-            raise
-        except TimeoutError as exc:
-            raise TransientError(f"timed out after {self._client_cfg.timeout:g}s") from exc
-        except Exception as exc:  # classified: TransientError or BackendError
-            raise self._classify(exc) from exc
+        if request.get("stream"):
+            return await self._streamed(request)
+        async with asyncio.timeout(self._client_cfg.timeout):
+            response = await self._post(request)
+        return self._parse(response)
 
     async def _post(self, body: dict[str, Any]) -> Any:
         """POST /chat/completions through the SDK's own HTTP client (auth, error types,
@@ -304,54 +289,14 @@ class OpenAICompatBackend(Backend):
             stop_reason=normalise_finish(choice.finish_reason),
         )
 
-    def _redact(self, text: str) -> str:
-        if self._secret and len(self._secret) >= 4:
-            text = text.replace(self._secret, "***")
-        return _KEY_PATTERN.sub("***", text)
-
     def _classify(self, exc: Exception) -> Exception:
         """Map an SDK/transport exception to ``TransientError`` or ``BackendError``."""
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            detail = self._redact(_provider_message(exc))
-            if is_retryable_status(status):
-                return TransientError(
-                    f"HTTP {status}: {detail}",
-                    status=status,
-                    retry_after=parse_retry_after(exc.response.headers),
-                )
-            if status in (401, 403):
-                hint = f"; check {self._key_env}" if self._key_env else ""
-                return BackendError(
-                    f"bad API key for {self.name} (HTTP {status}{hint}): {detail}",
-                    provider=self.name,
-                    status=status,
-                )
-            return BackendError(
-                f"{self.name}: HTTP {status}: {detail}", provider=self.name, status=status
+            detail = self._redact(error_message(exc.body, exc.message))
+            return classify_status(
+                self.name, exc.status_code, detail,
+                headers=exc.response.headers, key_env=self._key_env,
             )
-        if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-            return TransientError(f"timed out after {self._client_cfg.timeout:g}s")
-        if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
-            return TransientError(f"connection error: {self._redact(str(exc))}")
-        if isinstance(exc, openai.APIResponseValidationError):
-            return BackendError(
-                f"{self.name}: invalid response: {self._redact(str(exc))}", provider=self.name
-            )
-        if isinstance(exc, openai.APIError):  # e.g. an error event inside an SSE stream
-            return TransientError(f"API error: {self._redact(str(exc))}")
-        return BackendError(
-            f"{self.name}: {type(exc).__name__}: {self._redact(str(exc))}", provider=self.name
+        return classify_sdk_error(
+            exc, openai, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout
         )
-
-
-def _provider_message(exc: openai.APIStatusError) -> str:
-    """The provider's own error text: ``error.message`` of a JSON body, else the SDK message."""
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-    return exc.message

@@ -1,6 +1,7 @@
-"""The shared retry policy of all model backends (tenacity).
+"""The shared retry policy and failure classification of all model backends (tenacity).
 
-A backend runs each attempt of a call through ``call_with_retries``. Inside an attempt it raises
+A backend runs each attempt of a call through ``complete_with_retries`` (or the lower-level
+``call_with_retries``). Inside an attempt it raises
 
 - ``TransientError`` for a retryable failure (HTTP 429, 408, 5xx, timeouts, connection errors);
   it may carry the server's ``retry-after`` delay;
@@ -10,16 +11,25 @@ Retryable failures are retried at most ``client.max_retries`` times with exponen
 jitter (``delay``, ``2*delay``, ``4*delay``, ... plus up to ``delay`` of random jitter, each wait
 capped at ``MAX_BACKOFF_S``). A ``retry-after`` header replaces the computed wait, bounded by
 ``MAX_RETRY_AFTER_S``. When the retries are spent, ``BackendError(retryable=True)`` is raised.
+
+The helpers every provider shares live here too: ``classify_status`` (an HTTP error answer ->
+``TransientError`` or ``BackendError``, with the same messages for every provider),
+``classify_sdk_error`` (the other failures of the Stainless-generated ``openai`` and
+``anthropic`` SDKs), ``error_message`` (the provider's own text from an error body) and
+``Redactor`` (keeps API keys out of every message).
 """
 
 from __future__ import annotations
 
 import email.utils
 import logging
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import ModuleType
 from typing import TypeVar
 
+import httpx2
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -30,7 +40,7 @@ from tenacity import (
     wait_random,
 )
 
-from agent_server.backends.base import BackendError
+from agent_server.backends.base import BackendError, Completion
 from moria.config import ClientConfig
 
 log = logging.getLogger(__name__)
@@ -41,6 +51,9 @@ T = TypeVar("T")
 MAX_RETRY_AFTER_S = 60.0
 #: Upper bound (seconds) for one computed backoff wait.
 MAX_BACKOFF_S = 60.0
+
+#: Key-shaped secrets (``sk-...``, ``key-...``, ``rk-...``), wherever they appear in text.
+KEY_PATTERN = re.compile(r"\b(sk|key|rk)-[A-Za-z0-9_\-*]{4,}")
 
 
 class TransientError(Exception):
@@ -56,6 +69,30 @@ class TransientError(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+
+
+class Redactor:
+    """Hides an API key in text that people may see (error messages, logs).
+
+    Calling it on a text replaces the exact ``secret`` (when it has 4 or more characters) with
+    ``***``, then applies each ``(pattern, replacement)`` of ``rules`` in order (default: every
+    ``KEY_PATTERN`` match becomes ``***``). Returns the redacted text.
+    """
+
+    def __init__(
+        self,
+        secret: str | None,
+        rules: Sequence[tuple[re.Pattern[str], str]] = ((KEY_PATTERN, "***"),),
+    ):
+        self._secret = secret if secret and len(secret) >= 4 else None
+        self._rules = tuple(rules)
+
+    def __call__(self, text: str) -> str:
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        for pattern, replacement in self._rules:
+            text = pattern.sub(replacement, text)
+        return text
 
 
 def is_retryable_status(status: int) -> bool:
@@ -90,6 +127,89 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def error_message(body: object, fallback: str) -> str:
+    """The provider's own error text in a decoded JSON error ``body``: ``error.message`` (or a
+    top-level ``message``), or ``error`` itself when it is a string; else ``fallback``."""
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return fallback
+
+
+def classify_status(
+    provider: str,
+    status: int,
+    detail: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    key_env: str | None = None,
+    status_name: str | None = None,
+    retry_after: float | None = None,
+    bad_key: bool = False,
+) -> TransientError | BackendError:
+    """The failure for an HTTP error answer with status ``status`` (0 when unknown).
+
+    ``detail`` is the provider's error text, already redacted; ``status_name`` a status label
+    the provider adds (e.g. ``"UNAVAILABLE"``), shown after the number. Returns:
+
+    - a retryable status (``is_retryable_status``): ``TransientError("HTTP <status>[ <name>]:
+      <detail>")`` whose ``retry_after`` (seconds) is ``retry_after`` when given, else parsed
+      from the response ``headers``;
+    - 401/403, or any status when ``bad_key`` (a provider's own bad-key answer):
+      ``BackendError("bad API key for <provider> (HTTP <status>; check <key_env>): <detail>")``
+      (no "; check" part without ``key_env``);
+    - any other status: ``BackendError("<provider>: HTTP <status>[ <name>]: <detail>")``.
+
+    A ``BackendError`` carries ``provider`` and ``status`` (None for status 0).
+    """
+    label = f"HTTP {status} {status_name}" if status_name else f"HTTP {status}"
+    if is_retryable_status(status):
+        if retry_after is None:
+            retry_after = parse_retry_after(headers)
+        return TransientError(f"{label}: {detail}", status=status, retry_after=retry_after)
+    if status in (401, 403) or bad_key:
+        hint = f"; check {key_env}" if key_env else ""
+        return BackendError(
+            f"bad API key for {provider} (HTTP {status}{hint}): {detail}",
+            provider=provider,
+            status=status or None,
+        )
+    return BackendError(f"{provider}: {label}: {detail}", provider=provider, status=status or None)
+
+
+def classify_sdk_error(
+    exc: Exception,
+    sdk: ModuleType,
+    provider: str,
+    *,
+    redact: Callable[[str], str],
+    timeout_s: float,
+) -> TransientError | BackendError:
+    """A failure other than an HTTP error answer, from a Stainless-generated SDK (``sdk`` is the
+    ``openai`` or the ``anthropic`` module: both define the error classes named below) or from
+    its ``httpx2`` transport.
+
+    Timeouts -> ``TransientError("timed out after <timeout_s>s")``; connection errors ->
+    ``TransientError("connection error: ...")``; an ``APIResponseValidationError`` ->
+    ``BackendError("<provider>: invalid response: ...")``; any other ``APIError`` (e.g. an error
+    event inside an SSE stream) -> ``TransientError("API error: ...")``; anything else ->
+    ``BackendError("<provider>: <exception type>: ...")``. Exception text goes through
+    ``redact``.
+    """
+    if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
+        return TransientError(f"timed out after {timeout_s:g}s")
+    if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
+        return TransientError(f"connection error: {redact(str(exc))}")
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return BackendError(f"{provider}: invalid response: {redact(str(exc))}", provider=provider)
+    if isinstance(exc, sdk.APIError):
+        return TransientError(f"API error: {redact(str(exc))}")
+    return BackendError(f"{provider}: {type(exc).__name__}: {redact(str(exc))}", provider=provider)
 
 
 class _BackoffWait:
@@ -152,3 +272,38 @@ async def call_with_retries(
             retryable=True,
         ) from last
     raise AssertionError("unreachable: tenacity ended without result or RetryError")
+
+
+async def complete_with_retries(
+    attempt: Callable[[], Awaitable[Completion]],
+    client: ClientConfig,
+    provider: str,
+    *,
+    classify: Callable[[Exception], Exception],
+    timeouts: tuple[type[BaseException], ...] = (TimeoutError,),
+) -> Completion:
+    """One completion: ``attempt`` run under the retry policy (``call_with_retries``).
+
+    Each attempt's failure is classified before the policy sees it: ``BackendError`` and
+    ``TransientError`` pass as raised; an exception in ``timeouts`` becomes
+    ``TransientError("timed out after <client.timeout>s")``; any other exception becomes
+    ``classify(exc)`` (a ``TransientError`` to retry or a ``BackendError`` to fail).
+    Returns the completion with ``latency_s`` (wall seconds of the whole call, retries
+    included) and ``attempts`` set. Raises ``BackendError`` as ``call_with_retries`` does.
+    """
+
+    async def classified() -> Completion:
+        try:
+            return await attempt()
+        except (BackendError, TransientError):
+            raise
+        except timeouts as exc:
+            raise TransientError(f"timed out after {client.timeout:g}s") from exc
+        except Exception as exc:  # classified: TransientError or BackendError
+            raise classify(exc) from exc
+
+    start = time.perf_counter()
+    completion, attempts = await call_with_retries(classified, client, provider)
+    completion.latency_s = time.perf_counter() - start
+    completion.attempts = attempts
+    return completion

@@ -15,7 +15,8 @@ thinking, base64 images, no unknown top-level fields); a violation is answered w
 
 Scriptable like ``fake_openai``: ``script(Behaviour(...), ...)`` queues one behaviour per coming
 request; when the queue is empty the default reply is used (a string, or a callable of the
-request JSON). Every request is recorded (path, headers, JSON) in ``requests``.
+request JSON). Every request is recorded (path, headers, JSON) in ``requests``. The server
+machinery is ``fake_http``'s.
 
     with FakeAnthropic(reply="go forward") as server:
         client = AsyncAnthropic(base_url=server.base_url, api_key="test")
@@ -25,24 +26,17 @@ Standalone: ``python -m tests.support.fake_anthropic --port P --latency 0.1 --re
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
-import json
-import re
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from tests.support.fake_openai import RecordedRequest
+from tests.support import fake_http
+from tests.support.fake_http import RecordedRequest, ReplyFn, ScriptedHandler
 
-__all__ = ["Behaviour", "FakeAnthropic", "RecordedRequest", "error_body"]
-
-ReplyFn = Callable[[dict[str, Any]], str]
+__all__ = ["Behaviour", "FakeAnthropic", "RecordedRequest", "ReplyFn", "error_body"]
 
 #: HTTP status -> Anthropic ``error.type`` (https://docs.anthropic.com/en/api/errors).
 ERROR_TYPES: dict[int, str] = {
@@ -81,7 +75,7 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 @dataclass
-class Behaviour:
+class Behaviour(fake_http.ScriptedBehaviour):
     """What the server does for one request.
 
     ``status`` != 200 answers with ``body`` (default: Anthropic's error body for that status)
@@ -96,21 +90,12 @@ class Behaviour:
     (``{"type": "overloaded_error", "message": ...}``) and end the stream.
     """
 
-    status: int = 200
-    body: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    reply: str | None = None
     thinking: str | None = None
     redacted_thinking: bool = False
     stop_reason: str = "end_turn"
     empty_content: bool = False
     usage: dict[str, Any] | None = None
     stream_error: dict[str, Any] | None = None
-
-
-def _words(text: str) -> int:
-    return len(text.split())
 
 
 def _text_of(content: Any) -> str:
@@ -120,11 +105,6 @@ def _text_of(content: Any) -> str:
         texts = [b.get("text", "") for b in content if isinstance(b, dict)]
         return " ".join(str(t) for t in texts if t)
     return ""
-
-
-def _pieces(text: str) -> list[str]:
-    """``text`` cut into word-sized deltas (whitespace kept), as a streaming model sends it."""
-    return re.findall(r"\S+\s*|\s+", text)
 
 
 def validate_request(request: dict[str, Any]) -> str | None:
@@ -220,103 +200,57 @@ def _check_block(block: Any, where: str) -> str | None:
     return f"{where}.type: unsupported content block type {kind!r}"
 
 
-class FakeAnthropic:
-    """The server; start/stop it with ``with`` (or ``start()``/``stop()``)."""
+class FakeAnthropic(fake_http.ScriptedHTTPServer[Behaviour, RecordedRequest]):
+    """The server; start/stop it with ``with`` (or ``start()``/``stop()``).
 
-    def __init__(
-        self,
-        reply: str | ReplyFn = "ok",
-        *,
-        latency: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
-    ):
-        """``reply``: default reply text or a function of the request JSON; ``latency``: seconds
-        slept before every answer; ``port`` 0 picks a free port."""
-        self.reply = reply
-        self.latency = latency
-        self._host = host
-        self._lock = threading.Lock()
-        self._queue: deque[Behaviour] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(
-            (host, port), _make_handler(self), bind_and_activate=False
-        )
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 256
-        self._server.server_bind()
-        self._thread: threading.Thread | None = None
+    ``FakeAnthropic(reply="ok", *, latency=0.0, host="127.0.0.1", port=0)``: ``reply`` is the
+    default reply text or a function of the request JSON; ``latency`` seconds are slept before
+    every answer; ``port`` 0 picks a free port. ``base_url`` (``http://127.0.0.1:<port>``) is
+    what ``AsyncAnthropic(base_url=...)`` takes (the SDK appends ``/v1/messages``).
+    """
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> FakeAnthropic:
-        """Listen and serve in a daemon thread. Returns self."""
-        self._server.server_activate()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-        return self
+    thread_name = "fake-anthropic"
+    sse_content_type = "text/event-stream; charset=utf-8"
+    invalid_json_message = "There was an error parsing the body as JSON"
+    not_found_message = "Not found: {path}"
 
-    def stop(self) -> None:
-        """Stop serving and close the socket (sleeping handlers are woken)."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
+    # -- wire format -------------------------------------------------------------------------
+    def new_behaviour(self) -> Behaviour:
+        return Behaviour()
 
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
+    def record(
+        self, path: str, headers: dict[str, str], request: Any
+    ) -> RecordedRequest | None:
+        """``/v1/messages`` requests are recorded (and scripted); other paths are 404."""
+        if path.split("?", 1)[0].rstrip("/") != "/v1/messages":
+            return None
+        return RecordedRequest("POST", path, headers, request)
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def error_json(self, status: int, message: str) -> dict[str, Any]:
+        return error_body(status, message)
 
-    @property
-    def port(self) -> int:
-        """The bound TCP port."""
-        return int(self._server.server_address[1])
+    def response_headers(self) -> dict[str, str]:
+        return {"request-id": f"req_fake{time.monotonic_ns()}"}
 
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>``: what ``AsyncAnthropic(base_url=...)`` takes (the SDK
-        appends ``/v1/messages``)."""
-        return f"http://{self._host}:{self.port}"
-
-    # -- scripting and records ---------------------------------------------------------------
-    def script(self, *behaviours: Behaviour) -> None:
-        """Queue behaviours; each coming messages request consumes one, in order."""
-        with self._lock:
-            self._queue.extend(behaviours)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A copy of all recorded ``/v1/messages`` requests, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
-    def clear(self) -> None:
-        """Forget recorded requests and queued behaviours."""
-        with self._lock:
-            self._requests.clear()
-            self._queue.clear()
-
-    def _next(self, record: RecordedRequest) -> Behaviour:
-        with self._lock:
-            self._requests.append(record)
-            return self._queue.popleft() if self._queue else Behaviour()
-
-    def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self._stopping.wait(seconds)
+    def respond(
+        self, out: ScriptedHandler, behaviour: Behaviour, record: RecordedRequest, request: Any
+    ) -> None:
+        """A scripted error first; then, as the API: no key -> 401, a request that breaks a
+        rule (``validate_request``) -> 400; else the message, streamed when asked."""
+        if behaviour.status != 200:
+            self.send_scripted_error(out, behaviour)
+        elif not record.headers.get("x-api-key") and not record.headers.get("authorization"):
+            out.send_json(401, error_body(401, "x-api-key header is required"))
+        elif problem := validate_request(request):
+            out.send_json(400, error_body(400, problem))
+        elif request.get("stream"):
+            events = self.events(behaviour, request)
+            sse = (fake_http.sse_event(data, event=name) for name, data in events)
+            out.send_sse(sse, behaviour.headers)
+        else:
+            out.send_json(200, self.message_json(behaviour, request), behaviour.headers)
 
     # -- answers -----------------------------------------------------------------------------
-    def _reply_text(self, behaviour: Behaviour, request: dict[str, Any]) -> str:
-        if behaviour.reply is not None:
-            return behaviour.reply
-        return self.reply(request) if callable(self.reply) else self.reply
-
     def usage_json(
         self, behaviour: Behaviour, request: dict[str, Any], text: str
     ) -> dict[str, Any]:
@@ -324,11 +258,13 @@ class FakeAnthropic:
         if behaviour.usage is not None:
             return dict(behaviour.usage)
         system = request.get("system")
-        prompt = _words(system if isinstance(system, str) else _text_of(system))
-        prompt += sum(_words(_text_of(m.get("content"))) for m in request.get("messages", []))
+        prompt = fake_http.words(system if isinstance(system, str) else _text_of(system))
+        messages = request.get("messages", [])
+        prompt += sum(fake_http.words(_text_of(m.get("content"))) for m in messages)
+        answer = fake_http.words(text) + fake_http.words(behaviour.thinking or "")
         return {
             "input_tokens": prompt,
-            "output_tokens": _words(text) + _words(behaviour.thinking or ""),
+            "output_tokens": answer,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
         }
@@ -355,7 +291,7 @@ class FakeAnthropic:
 
     def message_json(self, behaviour: Behaviour, request: dict[str, Any]) -> dict[str, Any]:
         """The ``message`` object answering one request."""
-        text = self._reply_text(behaviour, request)
+        text = self.reply_text(behaviour, request)
         return {
             "id": f"msg_fake{time.monotonic_ns()}",
             "type": "message",
@@ -372,7 +308,7 @@ class FakeAnthropic:
         self, behaviour: Behaviour, request: dict[str, Any]
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """The ``(event name, data)`` pairs of a streamed answer, in wire order."""
-        text = self._reply_text(behaviour, request)
+        text = self.reply_text(behaviour, request)
         usage = self.usage_json(behaviour, request, text)
         start_usage = {k: v for k, v in usage.items() if k != "output_tokens_details"}
         start_usage["output_tokens"] = 1
@@ -384,12 +320,16 @@ class FakeAnthropic:
             kind = block["type"]
             if kind == "thinking":
                 start = {"type": "thinking", "thinking": "", "signature": ""}
-                deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(
-                    block["thinking"])]
+                deltas = [
+                    {"type": "thinking_delta", "thinking": p}
+                    for p in fake_http.pieces(block["thinking"])
+                ]
                 deltas.append({"type": "signature_delta", "signature": block["signature"]})
             elif kind == "text":
                 start = {"type": "text", "text": ""}
-                deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
+                deltas = [
+                    {"type": "text_delta", "text": p} for p in fake_http.pieces(block["text"])
+                ]
             else:  # redacted_thinking arrives whole in its start event
                 start, deltas = block, []
             yield "content_block_start", {
@@ -418,98 +358,9 @@ class FakeAnthropic:
         yield "message_stop", {"type": "message_stop"}
 
 
-def _make_handler(server: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silence per-request logging."""
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                request = json.loads(raw) if raw else {}
-            except json.JSONDecodeError:
-                self._json(400, error_body(400, "There was an error parsing the body as JSON"))
-                return
-            if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
-                self._json(404, error_body(404, f"Not found: {self.path}"))
-                return
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            behaviour = server._next(RecordedRequest("POST", self.path, headers, request))
-            server._sleep(server.latency + behaviour.delay)
-            try:
-                if behaviour.status != 200:
-                    body = behaviour.body or error_body(
-                        behaviour.status, f"scripted error {behaviour.status}"
-                    )
-                    self._json(behaviour.status, body, behaviour.headers)
-                    return
-                if not headers.get("x-api-key") and not headers.get("authorization"):
-                    self._json(401, error_body(401, "x-api-key header is required"))
-                    return
-                problem = validate_request(request)
-                if problem:
-                    self._json(400, error_body(400, problem))
-                elif request.get("stream"):
-                    self._sse(server.events(behaviour, request), behaviour.headers)
-                else:
-                    self._json(200, server.message_json(behaviour, request), behaviour.headers)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True  # the client gave up (e.g. its timeout)
-
-        def _json(
-            self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-        ) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", f"req_fake{time.monotonic_ns()}")
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _sse(
-            self, events: Iterator[tuple[str, dict[str, Any]]], headers: dict[str, str]
-        ) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream; charset=utf-8")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("request-id", f"req_fake{time.monotonic_ns()}")
-            self.send_header("transfer-encoding", "chunked")
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            for name, data in events:
-                event = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-                self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-    return Handler
-
-
 def main(argv: list[str] | None = None) -> None:
     """Serve until killed (for benchmarks and manual runs); prints the base URL."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
-    parser.add_argument("--reply", default="ok", help="fixed reply text")
-    args = parser.parse_args(argv)
-    server = FakeAnthropic(args.reply, latency=args.latency, host=args.host, port=args.port)
-    server.start()
-    print(server.base_url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    fake_http.serve_until_killed(FakeAnthropic, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":

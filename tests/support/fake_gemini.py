@@ -12,7 +12,8 @@ finish reason, a blocked prompt, an empty candidate list, explicit usage, an err
 middle of a stream); when the queue is empty the default reply is used. When ``api_key`` is set,
 a request whose ``x-goog-api-key`` header differs gets the API's real bad-key answer (HTTP 400,
 ``INVALID_ARGUMENT`` with reason ``API_KEY_INVALID``). Every request is recorded (method, path
-with query, model, lower-cased headers, JSON) in ``requests``.
+with query, model, lower-cased headers, JSON) in ``requests``. The server machinery is
+``fake_http``'s.
 
     with FakeGemini(reply="go forward") as server:
         client = genai.Client(api_key="k", http_options={"base_url": server.base_url})
@@ -20,18 +21,25 @@ with query, model, lower-cased headers, JSON) in ``requests``.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-ReplyFn = Callable[[dict[str, Any]], str]
+from tests.support import fake_http
+from tests.support.fake_http import ReplyFn, ScriptedHandler
+
+__all__ = [
+    "Behaviour",
+    "FakeGemini",
+    "RecordedRequest",
+    "ReplyFn",
+    "bad_key_body",
+    "error_body",
+    "rate_limit_body",
+]
 
 #: google.rpc status names of the HTTP statuses the API answers with.
 STATUS_NAMES = {
@@ -118,7 +126,7 @@ def rate_limit_body(retry_delay: str | None = None) -> dict[str, Any]:
 
 
 @dataclass
-class Behaviour:
+class Behaviour(fake_http.ScriptedBehaviour):
     """What the server does for one request.
 
     ``status`` != 200 answers with ``body`` (default: Google's error JSON for that status) and
@@ -132,11 +140,6 @@ class Behaviour:
     the content chunks instead of the final chunk (streaming only).
     """
 
-    status: int = 200
-    body: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    reply: str | None = None
     thought: str | None = None
     finish_reason: str = "STOP"
     block_reason: str | None = None
@@ -158,10 +161,6 @@ class RecordedRequest:
     json: dict[str, Any] | None
 
 
-def _words(text: str) -> int:
-    return len(text.split())
-
-
 def _prompt_words(request: dict[str, Any]) -> int:
     total = 0
     contents = list(request.get("contents") or [])
@@ -170,117 +169,78 @@ def _prompt_words(request: dict[str, Any]) -> int:
     for content in contents:
         for part in content.get("parts") or []:
             if isinstance(part, dict):
-                total += _words(str(part.get("text", "")))
+                total += fake_http.words(str(part.get("text", "")))
     return total
 
 
-def _pieces(text: str) -> list[str]:
-    """Split text into stream pieces (word plus following space), keeping every character."""
-    return re.findall(r"\S+\s*|\s+", text)
-
-
-class FakeGemini:
+class FakeGemini(fake_http.ScriptedHTTPServer[Behaviour, RecordedRequest]):
     """The server; start/stop it with ``with`` (or ``start()``/``stop()``)."""
 
+    thread_name = "fake-gemini"
+    json_content_type = "application/json; charset=UTF-8"
+    sse_headers: ClassVar[dict[str, str]] = {}
+    invalid_json_message = "Invalid JSON payload received."
+
     def __init__(
-        self,
-        reply: str | ReplyFn = "ok",
-        *,
-        latency: float = 0.0,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        api_key: str | None = None,
-        model_version: str = "gemini-fake-001",
+        self, reply: str | ReplyFn = "ok", *, latency: float = 0.0, host: str = "127.0.0.1",
+        port: int = 0, api_key: str | None = None, model_version: str = "gemini-fake-001",
     ):
         """``reply``: default reply text or a function of the request JSON; ``latency``: seconds
         slept before every answer; ``port`` 0 picks a free port; ``api_key``: when set, only
-        this key is accepted (others get the real bad-key 400)."""
-        self.reply = reply
-        self.latency = latency
+        this key is accepted (others get the real bad-key 400). ``base_url`` is
+        ``http://127.0.0.1:<port>`` (the SDK appends ``/v1beta/models/...``)."""
+        super().__init__(reply, latency=latency, host=host, port=port)
         self.api_key = api_key
         self.model_version = model_version
-        self._host = host
-        self._lock = threading.Lock()
-        self._queue: deque[Behaviour] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(
-            (host, port), _make_handler(self), bind_and_activate=False
-        )
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 256
-        self._server.server_bind()
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> FakeGemini:
-        """Listen and serve in a daemon thread. Returns self."""
-        self._server.server_activate()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="fake-gemini", daemon=True
-        )
-        self._thread.start()
-        return self
+    # -- wire format -------------------------------------------------------------------------
+    def new_behaviour(self) -> Behaviour:
+        return Behaviour()
 
-    def stop(self) -> None:
-        """Stop serving and close the socket (sleeping handlers are woken)."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
+    def record(
+        self, path: str, headers: dict[str, str], request: Any
+    ) -> RecordedRequest | None:
+        """``generateContent`` and ``streamGenerateContent`` requests are recorded (and
+        scripted); other paths are 404."""
+        route = _ROUTE.match(urlsplit(path).path)
+        if route is None or route["method"] not in ("generateContent", "streamGenerateContent"):
+            return None
+        return RecordedRequest("POST", path, route["model"], route["method"], headers, request)
 
-    def __enter__(self) -> FakeGemini:
-        return self.start()
+    def error_json(self, status: int, message: str) -> dict[str, Any]:
+        return error_body(status, message)
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def not_found_body(self, path: str) -> dict[str, Any]:
+        """The 404 body names the path without its query."""
+        return super().not_found_body(urlsplit(path).path)
 
-    @property
-    def port(self) -> int:
-        """The bound TCP port."""
-        return int(self._server.server_address[1])
+    def handle_get(self, out: ScriptedHandler) -> None:
+        """No GET route: 404."""
+        out.send_json(404, self.not_found_body(out.path))
 
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>`` (the SDK appends ``/v1beta/models/...``)."""
-        return f"http://{self._host}:{self.port}"
-
-    # -- scripting and records ---------------------------------------------------------------
-    def script(self, *behaviours: Behaviour) -> None:
-        """Queue behaviours; each coming generate request consumes one, in order."""
-        with self._lock:
-            self._queue.extend(behaviours)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A copy of all recorded generate requests, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
-    def clear(self) -> None:
-        """Forget recorded requests and queued behaviours."""
-        with self._lock:
-            self._requests.clear()
-            self._queue.clear()
-
-    def _next(self, record: RecordedRequest) -> Behaviour:
-        with self._lock:
-            self._requests.append(record)
-            return self._queue.popleft() if self._queue else Behaviour()
-
-    def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            self._stopping.wait(seconds)
+    def respond(
+        self, out: ScriptedHandler, behaviour: Behaviour, record: RecordedRequest, request: Any
+    ) -> None:
+        """A wrong key (when ``api_key`` is set) -> the bad-key 400 first; then a scripted
+        error; else the answer, as SSE for ``streamGenerateContent``."""
+        if self.api_key is not None and record.headers.get("x-goog-api-key") != self.api_key:
+            out.send_json(400, bad_key_body())
+        elif behaviour.status != 200:
+            self.send_scripted_error(out, behaviour)
+        elif record.api_method == "streamGenerateContent":
+            chunks = self.chunks(behaviour, request)
+            sse = (fake_http.sse_event(c, end="\r\n\r\n") for c in chunks)
+            out.send_sse(sse, behaviour.headers)
+        else:
+            out.send_json(200, self.response_json(behaviour, request), behaviour.headers)
 
     # -- answers -----------------------------------------------------------------------------
-    def _reply_text(self, behaviour: Behaviour, request: dict[str, Any]) -> str:
-        if behaviour.reply is not None:
-            return behaviour.reply
-        if behaviour.finish_reason in WITHHELD_FINISH:
+    def reply_text(self, behaviour: Behaviour, request: dict[str, Any]) -> str:
+        """The answer text: the behaviour's ``reply``; else none for a withheld finish reason;
+        else the server's default reply."""
+        if behaviour.reply is None and behaviour.finish_reason in WITHHELD_FINISH:
             return ""
-        return self.reply(request) if callable(self.reply) else self.reply
+        return super().reply_text(behaviour, request)
 
     def _usage(
         self, behaviour: Behaviour, request: dict[str, Any], text: str, thought: str
@@ -290,9 +250,9 @@ class FakeGemini:
         prompt = _prompt_words(request)
         usage = {"promptTokenCount": prompt}
         if behaviour.block_reason is None and not behaviour.empty_candidates:
-            usage["candidatesTokenCount"] = _words(text)
+            usage["candidatesTokenCount"] = fake_http.words(text)
             if thought:
-                usage["thoughtsTokenCount"] = _words(thought)
+                usage["thoughtsTokenCount"] = fake_http.words(thought)
         usage["totalTokenCount"] = sum(usage.values())
         return usage
 
@@ -327,7 +287,7 @@ class FakeGemini:
 
     def response_json(self, behaviour: Behaviour, request: dict[str, Any]) -> dict[str, Any]:
         """The ``GenerateContentResponse`` object for one non-streamed request."""
-        text = self._reply_text(behaviour, request)
+        text = self.reply_text(behaviour, request)
         thought = behaviour.thought or ""
         usage = self._usage(behaviour, request, text, thought)
         if behaviour.block_reason is not None:
@@ -355,20 +315,20 @@ class FakeGemini:
         """The ``GenerateContentResponse`` chunks of a streamed answer: thought pieces, text
         pieces, then a last chunk with the finish reason (or ``stream_error``'s error object).
         Every chunk carries the usage so far, as the API does."""
-        text = self._reply_text(behaviour, request)
+        text = self.reply_text(behaviour, request)
         thought = behaviour.thought or ""
         usage = self._usage(behaviour, request, text, thought)
         if behaviour.block_reason is not None or behaviour.empty_candidates:
             yield self.response_json(behaviour, request)
             return
         prompt_only = {"promptTokenCount": usage.get("promptTokenCount", 0)}
-        for piece in _pieces(thought):
+        for piece in fake_http.pieces(thought):
             part = {"text": piece, "thought": True}
             yield {
                 "candidates": [self._candidate([part], None, False)],
                 **self._envelope(prompt_only),
             }
-        for piece in _pieces(text):
+        for piece in fake_http.pieces(text):
             yield {
                 "candidates": [self._candidate([{"text": piece}], None, False)],
                 **self._envelope(prompt_only),
@@ -382,76 +342,3 @@ class FakeGemini:
             **self._envelope(usage),
         }
 
-
-def _make_handler(server: FakeGemini) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silence per-request logging."""
-
-        def do_GET(self) -> None:
-            self._json(404, error_body(404, f"no route {urlsplit(self.path).path}"))
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                request = json.loads(raw) if raw else {}
-            except json.JSONDecodeError:
-                self._json(400, error_body(400, "Invalid JSON payload received."))
-                return
-            url = urlsplit(self.path)
-            route = _ROUTE.match(url.path)
-            if route is None or route["method"] not in ("generateContent", "streamGenerateContent"):
-                self._json(404, error_body(404, f"no route {url.path}"))
-                return
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            record = RecordedRequest(
-                "POST", self.path, route["model"], route["method"], headers, request
-            )
-            behaviour = server._next(record)
-            server._sleep(server.latency + behaviour.delay)
-            streaming = route["method"] == "streamGenerateContent"
-            try:
-                if server.api_key is not None and headers.get("x-goog-api-key") != server.api_key:
-                    self._json(400, bad_key_body())
-                elif behaviour.status != 200:
-                    body = behaviour.body or error_body(
-                        behaviour.status, f"scripted error {behaviour.status}"
-                    )
-                    self._json(behaviour.status, body, behaviour.headers)
-                elif streaming:
-                    self._sse(server.chunks(behaviour, request), behaviour.headers)
-                else:
-                    self._json(200, server.response_json(behaviour, request), behaviour.headers)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True  # the client gave up (e.g. its timeout)
-
-        def _json(
-            self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-        ) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json; charset=UTF-8")
-            self.send_header("content-length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _sse(self, chunks: Iterator[dict[str, Any]], headers: dict[str, str]) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            for chunk in chunks:
-                data = f"data: {json.dumps(chunk)}\r\n\r\n".encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-
-    return Handler
