@@ -48,6 +48,10 @@ class ModelPrice(BaseModel):
     cached_input: float | None = Field(default=None, ge=0)
 
 
+#: The price of OpenRouter's free-tier models.
+FREE = ModelPrice(input=0.0, output=0.0)
+
+
 class _PriceFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -71,8 +75,11 @@ class PriceTable:
 
     def price_for(self, model: str) -> ModelPrice | None:
         """The entry for ``model`` (``"<client>/<model_id>"``): an exact match, then the model
-        id, then its last ``/`` segment, then ``"<client>/*"``; None when unpriced."""
+        id, then its last ``/`` segment, then ``"<client>/*"``; None when unpriced. OpenRouter's
+        free-tier ids (ending in ``:free``) cost nothing."""
         client, _, model_id = model.partition("/")
+        if client == "openrouter" and model_id.endswith(":free"):
+            return FREE
         for key in (model, model_id, model_id.rsplit("/", 1)[-1], f"{client}/*"):
             if key and key in self.models:
                 return self.models[key]

@@ -16,6 +16,8 @@ def test_shipped_table_is_dated_and_looks_up_in_order() -> None:
     assert prices.price_for("openrouter/openai/gpt-4o") is prices.models["gpt-4o"]
     assert prices.price_for("local/qwen2.5-0.5b-instruct") is prices.models["local/*"]
     assert prices.price_for("openai/no-such-model") is None
+    free = prices.price_for("openrouter/meta-llama/llama-3.3-70b-instruct:free")
+    assert free is not None and (free.input, free.output) == (0.0, 0.0)
 
 
 def test_cost_charges_cached_input_at_its_rate_and_output_once() -> None:

@@ -388,3 +388,17 @@ async def test_content_filter_is_classified_as_blocked(server: FakeOpenAI,
     server.script(Behaviour(reply="", finish_reason="content_filter"))
     out = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
     assert (out.text, out.stop_reason, out.withheld) == ("", "blocked:content_filter", True)
+
+
+async def test_openrouter_free_tier_model_id_is_sent_unchanged(
+        server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", FAKE_KEY)
+    model = "meta-llama/llama-3.3-70b-instruct:free"
+    b = create_backend(client_cfg(server, client_name="openrouter", model_id=model))
+    try:
+        out = await b.complete([ChatMessage("user", "hi")], GenerateParams())
+    finally:
+        await b.aclose()
+    request = server.requests[-1]
+    assert (request.json or {})["model"] == model and out.text == "go forward"
+    assert request.headers["authorization"] == f"Bearer {FAKE_KEY}"
