@@ -1,19 +1,24 @@
 """few_shot: naive answering, preceded by recorded demonstration episodes of the same env.
 
-The chat is the normal ``HistoryBuilder`` output with ONE extra user message inserted right
-after the instruction (system) message::
+The chat is the normal ``HistoryBuilder`` output with the demonstrations inserted right after
+the instruction (system) message, as the same user/assistant turns the episode itself uses::
 
-    [system]    env instruction + naive answer rules
-    [user]      DEMO_START marker, a line saying what follows,
-                per demonstration: a header, how its instruction differed from yours, its steps
-                ("Observation (step N):" ... "Action taken: ..."), an end line;
-                DEMO_END marker, then NOW_YOUR_TURN
+    [system]     env instruction + naive answer rules
+    [user]       DEMO_START marker, a line saying what follows, demo 1's header, how its
+                 instruction differed from yours, its first observation
+    [assistant]  the expert's action (a bare action name, exactly what a naive answer is)
+    [user]       the next observation (with the reward the previous action earned, if any)
+    [assistant]  ...
+    [user]       the end of the last demo, DEMO_END marker, then NOW_YOUR_TURN
     [user/assistant ...]  this episode's own history, then the current observation
 
-The demonstrations are a transcript inside one message, never fake assistant turns, so the
-model cannot mistake a demo's actions for its own past answers. A demonstration's instruction
-usually differs from the episode's only in its goal (BabyAI's mission, for example); only the
-lines of the demo's instruction that are absent from the episode's instruction are shown.
+Showing demo actions as answers teaches the answer format by example. An earlier layout put the
+demos as one transcript inside a single user message; with the local 0.5B model that made the
+model continue the transcript (observations and actions) instead of answering, and half its
+answers held no valid action. The markers keep the demos apart from the real episode. A
+demonstration's instruction usually differs from the episode's only in its goal (BabyAI's
+mission, for example); only the lines of the demo's instruction absent from the episode's
+instruction are shown.
 
 ``agent.max_icl_history`` caps the demonstration steps shown, counted over all demos in order:
 the first demos are shown whole, the demo that crosses the cap is cut after its first steps
@@ -46,9 +51,7 @@ NOW_YOUR_TURN = (
     "your game, and every action you choose is played in it."
 )
 #: Label of a demo step's observation (followed by " (step N):").
-DEMO_OBSERVATION = "Observation"
-#: Label of a demo step's action.
-DEMO_ACTION = "Action taken:"
+DEMO_OBSERVATION = "Demonstration observation"
 
 
 
@@ -89,17 +92,21 @@ def instruction_differences(demo_instruction: str, instruction: str) -> list[str
             if line.strip() and line.strip() not in own]
 
 
-def render_demonstrations(demos: tuple[DemoEpisode, ...], instruction: str, max_steps: int,
-                          ) -> str:
-    """The text of the demonstration message (see the module docstring for its layout)."""
+def demonstration_messages(demos: tuple[DemoEpisode, ...], instruction: str, max_steps: int,
+                           ) -> list[ChatMessage]:
+    """The demonstration turns (see the module docstring for their layout): user messages with
+    the markers, headers and observations, alternating with assistant messages holding the
+    expert's actions; the last message is a user message ending with ``NOW_YOUR_TURN``."""
     shown = cut_demonstrations(demos, max_steps)
+    messages: list[ChatMessage] = []
     lines = [DEMO_START]
     if shown:
         episodes = ("1 recorded episode" if len(shown) == 1
                     else f"{len(shown)} recorded episodes")
         lines.append(
             f"Here {'is' if len(shown) == 1 else 'are'} {episodes} of this game, played to success "
-            "by an expert player. They are examples to learn from, not part of your game.")
+            "by an expert player. They are examples to learn from, not part of your game; the "
+            "expert's answers show the answer format.")
     else:
         lines.append(f"No demonstration steps are shown (agent.max_icl_history = {max_steps}).")
     for number, (demo, count) in enumerate(shown, start=1):
@@ -114,12 +121,14 @@ def render_demonstrations(demos: tuple[DemoEpisode, ...], instruction: str, max_
             lines.append(f"{DEMO_OBSERVATION} (step {index}):")
             if step.observation:
                 lines.append(step.observation)
-            reward = f" (reward {step.reward:+g})" if step.reward else ""
-            lines.append(f"{DEMO_ACTION} {step.action}{reward}")
+            messages.append(ChatMessage(role="user", content="\n".join(lines)))
+            messages.append(ChatMessage(role="assistant", content=step.action))
+            lines = [f"(reward {step.reward:+g})"] if step.reward else []
         ending = "reached its goal" if count == len(demo.steps) else "continues (cut here)"
         lines.append(f"=== End of demonstration {number}: the episode {ending} ===")
     lines += ["", DEMO_END, NOW_YOUR_TURN]
-    return "\n".join(lines)
+    messages.append(ChatMessage(role="user", content="\n".join(lines).lstrip("\n")))
+    return messages
 
 
 def _briefing(demo_instruction: str, instruction: str) -> list[str]:
@@ -133,23 +142,23 @@ def _briefing(demo_instruction: str, instruction: str) -> list[str]:
 
 
 class _DemoHistory(HistoryBuilder):
-    """The shared history, with the demonstration message inserted after the instruction.
+    """The shared history, with the demonstration turns inserted after the instruction.
 
     Built without role merging; ``alternate_roles`` is applied after the insertion so the
     demonstrations always follow the instruction.
     """
 
-    def __init__(self, instruction: str, agent: AgentConfig, demo_text: str, *,
+    def __init__(self, instruction: str, agent: AgentConfig, demos: list[ChatMessage], *,
                  alternate_roles: bool, answer_template: str) -> None:
         super().__init__(instruction, agent, alternate_roles=False,
                          answer_template=answer_template)
-        self.demo_text = demo_text
+        self.demos = demos
         self.merge_roles = alternate_roles
 
     def build(self, turn: TurnInput) -> list[ChatMessage]:
         """Instruction, the demonstrations, this episode's history, the current observation."""
         messages = super().build(turn)
-        messages.insert(1, ChatMessage(role="user", content=self.demo_text))
+        messages[1:1] = [ChatMessage(m.role, m.content) for m in self.demos]
         if self.merge_roles:
             messages[0] = ChatMessage(role="user", content=messages[0].content,
                                       images=list(messages[0].images))
@@ -175,8 +184,8 @@ class FewShotStrategy(NaiveStrategy):
                 f"`moria record-demos --env {env} --tasks {task}` (eval.icl_episodes sets how "
                 "many each episode is shown)")
         super().__init__(ctx, backend)
-        self.demo_text = render_demonstrations(ctx.demonstrations, ctx.instruction,
-                                               ctx.agent.max_icl_history)
+        self.demos = demonstration_messages(ctx.demonstrations, ctx.instruction,
+                                            ctx.agent.max_icl_history)
         self.history = _DemoHistory(
-            system_prompt(ctx.instruction, self.format_instruction), ctx.agent, self.demo_text,
+            system_prompt(ctx.instruction, self.format_instruction), ctx.agent, self.demos,
             alternate_roles=ctx.client.alternate_roles, answer_template=self.answer_template)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.strategies.few_shot import demos_from_proto, render_demonstrations
+from agent_server.strategies.few_shot import demonstration_messages, demos_from_proto
 from orchestrator import demos
 from orchestrator.demos import (
     DEMO_FORMAT,
@@ -239,7 +239,9 @@ def test_loaded_demos_are_cut_by_max_icl_history(tmp_path: Path) -> None:
     spec = _spec(tmp_path, "eval.icl_episodes=2")
     episodes = demos_from_proto(load_demonstrations(spec, "babyai", GOTO, set()))
     assert [len(e.steps) for e in episodes] == [3, 3]
-    text = render_demonstrations(episodes, _record(9).instruction, max_steps=4)
+    messages = demonstration_messages(episodes, _record(9).instruction, max_steps=4)
+    assert [m.role for m in messages].count("assistant") == 4
+    text = "\n".join(m.content for m in messages)
     assert "seed 1 view 2" in text  # the first demo whole
     assert "seed 2 view 0" in text and "seed 2 view 1" not in text  # the second cut after 1
     assert "only its first 1 of 3 steps are shown" in text

@@ -16,7 +16,6 @@ from agent_server.backends.base import (
 from agent_server.history import CURRENT_LABEL
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.few_shot import (
-    DEMO_ACTION,
     DEMO_END,
     DEMO_START,
     NOW_YOUR_TURN,
@@ -81,6 +80,21 @@ async def _first_prompt(demos: tuple[DemoEpisode, ...], **kwargs: object,
     return backend.calls[0][0]
 
 
+def _demo_part(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The demonstration turns: from the message after the instruction to the one that ends
+    with NOW_YOUR_TURN."""
+    end = next(i for i, m in enumerate(messages) if m.content.endswith(NOW_YOUR_TURN))
+    return messages[1:end + 1]
+
+
+def _text(messages: list[ChatMessage]) -> str:
+    return "\n".join(m.content for m in messages)
+
+
+def _demo_actions(messages: list[ChatMessage]) -> list[str]:
+    return [m.content for m in _demo_part(messages) if m.role == "assistant"]
+
+
 def test_registered_and_needs_demonstrations() -> None:
     assert STRATEGIES["few_shot"] is FewShotStrategy
     with pytest.raises(ValueError, match=r"moria record-demos --env babyai --tasks "
@@ -92,29 +106,30 @@ def test_registered_and_needs_demonstrations() -> None:
 
 async def test_markers_come_in_order_between_instruction_and_episode() -> None:
     messages = await _first_prompt((_demo("alpha"), _demo("beta")))
-    assert [m.role for m in messages] == ["system", "user", "user"]
+    assert [m.role for m in messages] == ["system", *["user", "assistant"] * 6, "user", "user"]
     assert messages[0].content.startswith(INSTRUCTION)
-    demo = messages[1].content
+    demo = _text(_demo_part(messages))
     order = [demo.index(DEMO_START), demo.index("Demonstration 1 of 2"),
              demo.index("alpha observation 0"), demo.index("Demonstration 2 of 2"),
              demo.index("beta observation 2"), demo.index(DEMO_END), demo.index(NOW_YOUR_TURN)]
     assert order == sorted(order)
     assert demo.endswith(NOW_YOUR_TURN)
-    assert messages[2].content.startswith(CURRENT_LABEL)
-    assert "alpha" not in messages[2].content
+    assert messages[-1].content.startswith(CURRENT_LABEL)
+    assert "alpha" not in messages[-1].content
 
 
 async def test_demo_steps_are_rendered_with_their_actions() -> None:
-    demo = (await _first_prompt((_demo("alpha"),)))[1].content
+    part = _demo_part(await _first_prompt((_demo("alpha"),)))
     for i in range(3):
-        block = demo[demo.index(f"alpha observation {i}"):]
-        action_line = block.splitlines()[1]
-        assert action_line.startswith(f"{DEMO_ACTION} {ACTIONS[i % 3]}")
-    assert f"{DEMO_ACTION} go forward (reward +1)" in demo
+        seen = next(n for n, m in enumerate(part) if f"alpha observation {i}" in m.content)
+        assert part[seen].role == "user"
+        assert (part[seen + 1].role, part[seen + 1].content) == ("assistant", ACTIONS[i % 3])
+    assert part[-1].content.startswith("(reward +1)")  # what the last action earned
+    demo = _text(part)
     # Only the goal line of the demo's instruction differs from the episode's.
     assert "  Your goal: go to the red ball." in demo
     assert "You are playing BabyAI." not in demo
-    same = (await _first_prompt((_demo("x", goal="go to the green key"),)))[1].content
+    same = _text(_demo_part(await _first_prompt((_demo("x", goal="go to the green key"),))))
     assert "same instructions as your episode" in same
 
 
@@ -126,17 +141,19 @@ def test_cut_keeps_whole_first_demos(cap: int, expected: list[int]) -> None:
 
 
 async def test_prompt_is_cut_by_max_icl_history() -> None:
-    demo = (await _first_prompt((_demo("alpha"), _demo("beta")), max_icl=4))[1].content
+    messages = await _first_prompt((_demo("alpha"), _demo("beta")), max_icl=4)
+    demo = _text(_demo_part(messages))
     assert "alpha observation 2" in demo
     assert "beta observation 0" in demo and "beta observation 1" not in demo
     assert "only its first 1 of 3 steps are shown" in demo
-    assert demo.count(DEMO_ACTION) == 4
+    assert len(_demo_actions(messages)) == 4
 
-    demo = (await _first_prompt((_demo("alpha"), _demo("beta")), max_icl=3))[1].content
+    demo = _text(_demo_part(await _first_prompt((_demo("alpha"), _demo("beta")), max_icl=3)))
     assert "beta" not in demo and "Demonstration 1 of 1" in demo
 
-    demo = (await _first_prompt((_demo("alpha"),), max_icl=0))[1].content
-    assert DEMO_ACTION not in demo and "max_icl_history = 0" in demo
+    messages = await _first_prompt((_demo("alpha"),), max_icl=0)
+    demo = _text(_demo_part(messages))
+    assert not _demo_actions(messages) and "max_icl_history = 0" in demo
     assert demo.index(DEMO_START) < demo.index(DEMO_END)
 
 
@@ -147,9 +164,10 @@ async def test_answer_is_read_as_naive_and_history_follows_the_demos() -> None:
     assert decision.action == "turn left"
     await strategy.act(_turn(1))
     messages = backend.calls[1][0]
-    assert [m.role for m in messages] == ["system", "user", "user", "assistant", "user"]
-    assert messages[3].content == "turn left"
-    assert "a wall 0 steps ahead" in messages[2].content
+    assert [m.role for m in messages][-4:] == ["user", "user", "assistant", "user"]
+    assert messages[-2].content == "turn left"
+    assert "a wall 0 steps ahead" in messages[-3].content
+    assert messages[-4].content.endswith(NOW_YOUR_TURN)
 
 
 async def test_alternate_roles_keeps_demos_after_the_instruction() -> None:
@@ -158,10 +176,12 @@ async def test_alternate_roles_keeps_demos_after_the_instruction() -> None:
     await strategy.act(_turn(0))
     await strategy.act(_turn(1))
     messages = backend.calls[1][0]
-    assert [m.role for m in messages] == ["user", "assistant", "user"]
+    roles = [m.role for m in messages]
+    assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2)
     first = messages[0].content
-    assert first.index(INSTRUCTION) < first.index(DEMO_START) < first.index(
-        NOW_YOUR_TURN) < first.index("a wall 0 steps ahead")
+    assert first.index(INSTRUCTION) < first.index(DEMO_START)
+    joined = _text(messages)
+    assert joined.index(NOW_YOUR_TURN) < joined.index("a wall 0 steps ahead")
 
 
 async def test_no_leak_across_instances_or_episodes() -> None:
@@ -179,7 +199,8 @@ async def test_no_leak_across_instances_or_episodes() -> None:
     assert "beta observation" in second_prompt
     assert "alpha observation" not in second_prompt
     assert "first episode" not in second_prompt
-    assert [m.role for m in backend.calls[2][0]] == ["system", "user", "user"]
+    assert [m.role for m in backend.calls[2][0]][-2:] == ["user", "user"]
+    assert backend.calls[2][0][-1].content.startswith(CURRENT_LABEL)
 
 
 def test_demos_from_proto_keeps_order_and_fields() -> None:
