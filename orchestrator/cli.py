@@ -310,8 +310,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``moria`` script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``moria`` script.
+
+    Flags may come after ``KEY=VALUE`` overrides (``moria eval a=1 --vlm b=2``): argparse stops
+    collecting a positional list at the first flag, so overrides found after it are appended to
+    the command's own. Anything else unrecognised is a usage error (exit 2)."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest:
+        if not hasattr(args, "overrides") or any(r.startswith("-") or "=" not in r for r in rest):
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        args.overrides = [*args.overrides, *rest]
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return int(args.func(args))

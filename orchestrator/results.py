@@ -510,6 +510,8 @@ def _row(name: str, task: str, figures: Mapping[str, Any]) -> list[str]:
 
 
 def _cost(figures: Mapping[str, Any]) -> str:
+    if not figures.get("models"):
+        return "-"  # no model call was made (dummy, oracle)
     cost = figures.get("cost_usd")
     return "unpriced" if cost is None else f"${cost:,.4f}"
 
@@ -554,6 +556,7 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
         "input_tokens": summary["input_tokens"],
         "output_tokens": summary["output_tokens"],
         "cost_usd": summary["cost_usd"],
+        "models": summary["models"],
         "end_reasons": summary["end_reasons"],
     }
     table.add_row(*_row("Overall", "(mean of envs)", overall), style="bold")
