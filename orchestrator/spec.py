@@ -189,9 +189,13 @@ class RunSpec(_Strict):
 def load_spec(path: str | Path | None = None, overrides: list[str] | None = None) -> RunSpec:
     """Load a RunSpec from an optional YAML/JSON file plus ``key=value`` overrides.
 
+    A file holding a BALROG worker config (a flat object with a ``worker`` key) is mapped onto
+    the run-spec sections first (``orchestrator.worker_config``).
+
     Raises SpecError with the offending key and the allowed values/keys.
     """
     from orchestrator.overrides import apply_overrides
+    from orchestrator.worker_config import WorkerConfigError, is_worker_config, worker_spec_data
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -203,6 +207,11 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
             raise SpecError(f"{p}: the top level must be a mapping of sections "
                             "(agent, client, eval, envs, tasks, endpoints)")
         data = loaded
+        if is_worker_config(data):
+            try:
+                data = worker_spec_data(data)
+            except WorkerConfigError as exc:
+                raise SpecError(f"{p}: {exc}") from None
     data.pop("hydra", None)  # BALROG configs carry a hydra section; it has no meaning here
     data = apply_overrides(data, overrides or [])
     try:

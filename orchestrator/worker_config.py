@@ -1,0 +1,100 @@
+"""The BALROG worker's launch config, accepted by ``moria eval --config worker.json``.
+
+A BALROG worker (as MOSAIC launches it) is configured by one flat JSON object::
+
+    {"worker": "balrog", "model": "gpt-4o", "backend": "openai",
+     "environment": "MiniHack-River-v0", "num_episodes": 5, "max_steps": 100,
+     "history_window": 16, "parallel_workers": 4}
+
+``worker_spec_data`` maps it onto the run-spec sections: ``backend`` -> ``client.client_name``
+(its aliases ``claude``/``google`` apply), ``model`` -> ``client.model_id``, ``environment`` ->
+the env family that hosts that id plus ``tasks.<env>_tasks: [id]``, ``num_episodes`` ->
+``eval.num_episodes.<env>`` (per task, as BALROG counts), ``max_steps`` ->
+``eval.max_steps_per_episode``, ``history_window`` -> ``agent.max_text_history``,
+``parallel_workers`` -> ``eval.num_workers``. Only ``worker`` and ``environment`` are required;
+the rest keep Moria's defaults. Values are validated by the run spec itself, so a bad value is
+reported under its run-spec key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Keys of the worker config, in the order they are documented.
+WORKER_KEYS: tuple[str, ...] = (
+    "worker", "model", "backend", "environment", "num_episodes", "max_steps", "history_window",
+    "parallel_workers",
+)
+
+#: How an environment id names its env family: (prefix or exact id, family). First match wins.
+ENV_ID_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("BabyAI-", "babyai"),
+    ("MiniHack-", "minihack"),
+    ("NetHack", "nle"),
+    ("crafter", "crafter"),
+    ("treasure_hunter", "textworld"),
+    ("the_cooking_game", "textworld"),
+    ("coin_collector", "textworld"),
+    ("env/", "babaisai"),
+)
+
+
+class WorkerConfigError(ValueError):
+    """A worker config that cannot be mapped; the message names the key and what is allowed."""
+
+
+def is_worker_config(data: object) -> bool:
+    """True for a mapping with a ``worker`` key (a run spec has sections instead)."""
+    return isinstance(data, dict) and "worker" in data
+
+
+def family_of(environment: str) -> str:
+    """The env family hosting ``environment`` (an env id such as ``MiniHack-River-v0``).
+
+    Raises WorkerConfigError listing the id forms accepted."""
+    for prefix, family in ENV_ID_FAMILIES:
+        if environment.startswith(prefix):
+            return family
+    forms = ", ".join(f"{prefix}..." for prefix, _ in ENV_ID_FAMILIES)
+    raise WorkerConfigError(
+        f"environment {environment!r} names no env family Moria hosts; accepted ids start "
+        f"with: {forms} (see `moria tasks`)")
+
+
+def worker_spec_data(config: dict[str, Any]) -> dict[str, Any]:
+    """The run-spec data (sections) for a BALROG worker config. Raises WorkerConfigError for an
+    unknown key (named, with the allowed keys), a worker other than ``balrog``, or a missing or
+    unknown ``environment``."""
+    unknown = [key for key in config if key not in WORKER_KEYS]
+    if unknown:
+        raise WorkerConfigError(
+            f"unknown key {unknown[0]!r} in the worker config; allowed keys: "
+            + ", ".join(WORKER_KEYS))
+    if config.get("worker") != "balrog":
+        raise WorkerConfigError(
+            f"worker {config.get('worker')!r} is not supported; allowed: 'balrog'")
+    environment = config.get("environment")
+    if not isinstance(environment, str) or not environment:
+        raise WorkerConfigError("the worker config needs 'environment' (an env id such as "
+                                "'MiniHack-River-v0' or 'BabyAI-MixedTrainLocal-v0/goto')")
+    env = family_of(environment)
+    data: dict[str, Any] = {"envs": {"names": env}, "tasks": {f"{env}_tasks": [environment]}}
+    client: dict[str, Any] = {}
+    if "backend" in config:
+        client["client_name"] = config["backend"]
+    if "model" in config:
+        client["model_id"] = config["model"]
+    if client:
+        data["client"] = client
+    evaluation: dict[str, Any] = {}
+    if "num_episodes" in config:
+        evaluation["num_episodes"] = {env: config["num_episodes"]}
+    if "max_steps" in config:
+        evaluation["max_steps_per_episode"] = config["max_steps"]
+    if "parallel_workers" in config:
+        evaluation["num_workers"] = config["parallel_workers"]
+    if evaluation:
+        data["eval"] = evaluation
+    if "history_window" in config:
+        data["agent"] = {"max_text_history": config["history_window"]}
+    return data
