@@ -77,6 +77,7 @@ class _Seat:
     start: env_pb.AgentStart
     observation: types_pb2.Observation
     last_result: types_pb2.ActionResult | None = None
+    uses_model: bool = True
 
 
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
@@ -169,6 +170,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         reasoning_tokens=usage["reasoning_tokens"], usage_by_model=by_model, prompts=prompts,
         agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
+        players={agent_id: player.model_dump(mode="json", exclude_none=True)
+                 for agent_id, player in spec.players.items()},
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
         wall_time_s=time.perf_counter() - started, steps=steps)
 
@@ -205,15 +208,18 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
             include_image=spec.agent.max_image_history > 0,
             feedback_on_invalid_action=spec.eval.feedback_on_invalid_action),
         options=struct_from_dict(spec.envs.kwargs_for(plan.env)),
-        oracle=spec.agent.type == "oracle" or spec.eval.oracle_hints,
-        max_steps=spec.eval.max_steps_per_episode or 0)
+        oracle=(any(agent.type == "oracle" for agent, _ in spec.seat_configs())
+                or spec.eval.oracle_hints),
+        max_steps=spec.eval.max_steps_per_episode or 0,
+        players=[types_pb2.PlayerSpec(agent_id=agent_id, role=player.role,
+                                      options=struct_from_dict(player.env_options()))
+                 for agent_id, player in sorted(spec.players.items())])
     return await _call(session.open, request)
 
 
 async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,
                           ) -> list[_Seat]:
     policy = PolicyClient(plan.policy_target)
-    config = struct_from_dict(policy_config_dict(spec.agent, spec.client))
     try:
         demos = load_demonstrations(spec, plan.env, plan.task,
                                     evaluation_seeds(spec, plan.env, plan.task) | {plan.seed})
@@ -222,7 +228,10 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
     seats: list[_Seat] = []
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
         stream = policy.play()
-        seats.append(_Seat(agent_id, stream, start, start.observation))
+        agent, client = spec.seat(agent_id)
+        config = struct_from_dict(policy_config_dict(agent, client))
+        seats.append(_Seat(agent_id, stream, start, start.observation,
+                           uses_model=agent.type not in NON_MODEL_AGENTS))
         await _call(stream.begin, pol_pb.Begin(
             episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
             agent_id=agent_id, instruction=start.instruction, action_space=start.action_space,
@@ -236,7 +245,7 @@ async def _decide(seat: _Seat, step: int, spec: RunSpec,
     observe = pol_pb.Observe(observation=seat.observation, step=step)
     if seat.last_result is not None:
         observe.last_action_result.CopyFrom(seat.last_result)
-    if model_slots is None or spec.agent.type in NON_MODEL_AGENTS:
+    if model_slots is None or not seat.uses_model:
         return await _call(seat.stream.observe, observe)
     async with model_slots:
         return await _call(seat.stream.observe, observe)

@@ -83,6 +83,8 @@ class EpisodeRecord(_Record):
     [0, 1] (also found in ``stats["progression"]`` once written). ``failed_candidates`` are the raw
     outputs that held no valid action; ``action_frequency`` counts the *applied* actions.
     ``started_at``/``ended_at`` are ISO-8601 timestamps, ``wall_time_s`` seconds.
+    ``players``: for multi-agent runs, each seat's run-spec ``players`` entry (agent, client,
+    role, coordination level, observation mode); empty when every seat plays the run's config.
     ``usage_by_model``: per model (``"<client_name>/<model_id>"``) the counters of
     ``orchestrator.accounting.USAGE_KEYS`` (calls, four token counts, latency_s). ``prompts``: the
     exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate
@@ -113,6 +115,7 @@ class EpisodeRecord(_Record):
     usage_by_model: dict[str, dict[str, float]] = Field(default_factory=dict)
     agent_config: dict[str, Any] = Field(default_factory=dict)
     client_config: dict[str, Any] = Field(default_factory=dict)
+    players: dict[str, dict[str, Any]] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
     started_at: str = ""
     ended_at: str = ""

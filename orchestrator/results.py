@@ -182,6 +182,7 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
         "cached_input_tokens": record.cached_input_tokens,
         "reasoning_tokens": record.reasoning_tokens,
         "usage_by_model": data["usage_by_model"],
+        "players": data["players"],
         "versions": data["versions"],
         "started_at": record.started_at,
         "ended_at": record.ended_at,

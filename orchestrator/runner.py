@@ -238,10 +238,11 @@ async def _preflight(spec: RunSpec, env_targets: dict[str, str], policy_target: 
     from moria.config import policy_config_dict
 
     policy = PolicyClient(policy_target)
-    info = await policy.get_info(check_config=policy_config_dict(spec.agent, spec.client))
-    if info.config_errors:
-        raise PreflightError("the agent/client config cannot be used: "
-                             + "; ".join(info.config_errors))
+    for agent, client in spec.seat_configs():  # the run's own, then each distinct seat's
+        info = await policy.get_info(check_config=policy_config_dict(agent, client))
+        if info.config_errors:
+            raise PreflightError("the agent/client config cannot be used: "
+                                 + "; ".join(info.config_errors))
     versions = {"api": moria.API_VERSION, "moria": moria.__version__,
                 "python": sys.version.split()[0]}
     versions.update({f"policy.{k}": v for k, v in info.version.components.items()})

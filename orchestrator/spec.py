@@ -13,8 +13,9 @@ what is allowed.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -153,8 +154,36 @@ class EndpointsConfig(_Strict):
         return bool(self.env or self.policy)
 
 
+class PlayerConfig(_Strict):
+    """One seat of a multi-agent game (``players.<agent_id>``): who plays it and how.
+
+    ``agent``/``client`` replace the run's ``agent``/``client`` sections for this seat (None:
+    the run's own), so one spec can pit two models against each other, mix an LLM with scripted
+    or random players, or give each teammate its own strategy. ``role`` (e.g. ``forward``,
+    ``defender``), ``coordination_level`` (1 emergent, 2 basic hints, 3 role-based) and
+    ``observation_mode`` (``egocentric`` or ``visible_teammates``) go to the env, which writes
+    that seat's instruction and observations accordingly.
+    """
+
+    agent: AgentConfig | None = None
+    client: ClientConfig | None = None
+    role: str = ""
+    coordination_level: int | None = Field(default=None, ge=1, le=3)
+    observation_mode: Literal["egocentric", "visible_teammates"] | None = None
+
+    def env_options(self) -> dict[str, Any]:
+        """The seat options the env reads (only those set)."""
+        options: dict[str, Any] = {}
+        if self.coordination_level is not None:
+            options["coordination_level"] = self.coordination_level
+        if self.observation_mode is not None:
+            options["observation_mode"] = self.observation_mode
+        return options
+
+
 class RunSpec(_Strict):
-    """A whole run."""
+    """A whole run. ``players`` configures the seats of multi-agent games by agent id; a seat
+    not listed is played with the run's ``agent`` and ``client``."""
 
     agent: AgentConfig = Field(default_factory=AgentConfig)
     client: ClientConfig = Field(default_factory=ClientConfig)
@@ -162,6 +191,24 @@ class RunSpec(_Strict):
     envs: EnvsConfig = Field(default_factory=EnvsConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     endpoints: EndpointsConfig = Field(default_factory=EndpointsConfig)
+    players: dict[str, PlayerConfig] = Field(default_factory=dict)
+
+    def seat(self, agent_id: str) -> tuple[AgentConfig, ClientConfig]:
+        """The agent and client sections that play ``agent_id`` (its ``players`` entry, else the
+        run's own)."""
+        player = self.players.get(agent_id)
+        if player is None:
+            return self.agent, self.client
+        return player.agent or self.agent, player.client or self.client
+
+    def seat_configs(self) -> list[tuple[AgentConfig, ClientConfig]]:
+        """Every distinct (agent, client) pair the run uses, the run's own first."""
+        pairs = [(self.agent, self.client)]
+        for agent_id in self.players:
+            pair = self.seat(agent_id)
+            if pair not in pairs:
+                pairs.append(pair)
+        return pairs
 
     def episodes(self) -> list[tuple[str, str, int]]:
         """Every planned episode as (env, task, episode_index), in a stable order.
@@ -205,7 +252,7 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
         loaded = yaml.safe_load(p.read_text()) or {}
         if not isinstance(loaded, dict):
             raise SpecError(f"{p}: the top level must be a mapping of sections "
-                            "(agent, client, eval, envs, tasks, endpoints)")
+                            "(agent, client, eval, envs, tasks, endpoints, players)")
         data = loaded
         if is_worker_config(data):
             try:
@@ -235,10 +282,16 @@ def describe_errors(exc: ValidationError) -> str:
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model a validation error location points into (``dict[str, Model]`` fields such as
+    ``players`` step over their key); None when it is not a model."""
     model: type[BaseModel] = RunSpec
-    for part in loc:
-        field = model.model_fields.get(str(part))
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
         annotation = getattr(field, "annotation", None)
+        if typing.get_origin(annotation) is dict and parts:
+            parts.pop(0)  # the mapping's key (e.g. the agent id)
+            annotation = typing.get_args(annotation)[1]
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return None
         model = annotation

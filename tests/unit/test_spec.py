@@ -49,7 +49,7 @@ def test_yaml_file_then_overrides(tmp_path: Path) -> None:
     ("envs.names=babyai-tetris", "'tetris'"),
     ("eval.num_workers=0", "eval.num_workers"),
     ("eval.num_episodes.chess=3", "unknown env 'chess'"),
-    ("nonsense.section=1", "allowed keys here: agent, client, endpoints, envs, eval, tasks"),
+    ("nonsense.section=1", "allowed keys here: agent, client, endpoints, envs, eval, players, tasks"),
 ])
 def test_errors_name_the_key_and_what_is_allowed(override: str, needle: str) -> None:
     with pytest.raises(SpecError) as err:
@@ -109,3 +109,33 @@ def test_textworld_episode_i_plays_game_i() -> None:
     assert [s % 25 for s in seeds] == [i % 25 for i in range(30)]
     assert len(set(seeds)) == 30  # still distinct seeds, derived from the run seed
     assert derive_seed(4, "textworld", "coin_collector", 0) != seeds[0]
+
+
+def test_players_give_each_seat_its_own_config() -> None:
+    spec = load_spec(None, [
+        "client.client_name=local",
+        "players.agent_0.agent.type=dummy",
+        "players.agent_1.client.client_name=openrouter",
+        "players.agent_1.client.model_id=x/y:free",
+        "players.agent_1.role=forward", "players.agent_1.coordination_level=3",
+        "players.agent_1.observation_mode=visible_teammates"])
+    agent0, client0 = spec.seat("agent_0")
+    assert (agent0.type, client0.client_name) == ("dummy", "local")
+    agent1, client1 = spec.seat("agent_1")
+    assert (agent1.type, client1.client_name, client1.model_id) == (
+        "naive", "openrouter", "x/y:free")
+    assert spec.seat("agent_2") == (spec.agent, spec.client)
+    assert spec.players["agent_1"].env_options() == {
+        "coordination_level": 3, "observation_mode": "visible_teammates"}
+    assert len(spec.seat_configs()) == 3
+
+
+@pytest.mark.parametrize(("override", "needle"), [
+    ("players.agent_0.coordination_level=4", "players.agent_0.coordination_level"),
+    ("players.agent_0.observation_mode=godview", "players.agent_0.observation_mode"),
+    ("players.agent_0.colour=red",
+     "unknown key 'players.agent_0.colour'; allowed keys here: agent, client, coordination"),
+])
+def test_bad_player_settings_name_the_key(override: str, needle: str) -> None:
+    with pytest.raises(SpecError, match=needle.replace(".", r"\.")):
+        load_spec(None, [override])
