@@ -49,7 +49,8 @@ def test_yaml_file_then_overrides(tmp_path: Path) -> None:
     ("envs.names=babyai-tetris", "'tetris'"),
     ("eval.num_workers=0", "eval.num_workers"),
     ("eval.num_episodes.chess=3", "unknown env 'chess'"),
-    ("nonsense.section=1", "allowed keys here: agent, client, endpoints, envs, eval, players, tasks"),
+    ("nonsense.section=1",
+     "allowed keys here: agent, client, endpoints, envs, eval, players, tasks"),
 ])
 def test_errors_name_the_key_and_what_is_allowed(override: str, needle: str) -> None:
     with pytest.raises(SpecError) as err:
