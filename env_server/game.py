@@ -149,6 +149,11 @@ class Game(ABC):
     def max_steps(self) -> int:
         """The step limit of the current episode (after the last ``reset``)."""
 
+    def first_agents(self) -> list[str]:
+        """Who acts first after ``reset``: every agent by default (simultaneous games); a
+        turn-based game returns only the player to move."""
+        return list(self.agents)
+
     @abstractmethod
     def instruction(self, agent_id: str) -> str:
         """The full instruction text for one agent: game rules, goal, actions, tips."""

@@ -167,6 +167,9 @@ class ProcessGame(Game):
     def max_steps(self) -> int:
         return int(self._call("max_steps"))
 
+    def first_agents(self) -> list[str]:
+        return list(self._call("first_agents"))
+
     def instruction(self, agent_id: str) -> str:
         return str(self._call("instruction", agent_id))
 

@@ -259,7 +259,7 @@ class _Session:
 
     def _start_episode(self) -> None:
         assert self.game is not None
-        self.next_agents = list(self.game.agents)
+        self.next_agents = list(self.game.first_agents())
         self.returns = {a: 0.0 for a in self.game.agents}
         self.steps = 0
         self.ended = None

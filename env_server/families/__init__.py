@@ -16,6 +16,7 @@ FAMILIES: dict[str, str] = {
     "crafter": "env_server.families.crafter:CrafterFamily",
     "minihack": "env_server.families.nethack:MiniHackFamily",
     "nle": "env_server.families.nethack:NLEFamily",
+    "pettingzoo": "env_server.families.pettingzoo:PettingZooFamily",
     "textworld": "env_server.families.textworld:TextWorldFamily",
 }
 
