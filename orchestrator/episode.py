@@ -143,9 +143,15 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                     steps.append(record)
                 if on_step is not None:
                     on_step(plan, record)
-                episode_return += result.reward
-                seat.observation = result.observation
                 seat.last_result = result.action_result
+            # every seat sees the new state, including those that did not act this step
+            # (turn-based games: the waiting player's board changed too); the return sums the
+            # rewards of all seats, so a reward that lands on a waiting seat is not lost
+            for seat in seats:
+                if seat.agent_id in response.agents:
+                    result = response.agents[seat.agent_id]
+                    seat.observation = result.observation
+                    episode_return += result.reward
             num_steps = int(response.step)
             metrics = dict_from_struct(response.metrics)
             next_agents = list(response.next_agents)

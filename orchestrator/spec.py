@@ -21,10 +21,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from moria.config import AgentConfig, ClientConfig
-from orchestrator import balrog
+from orchestrator import balrog, mosaic
 
-#: Env families the orchestrator knows how to evaluate, with BALROG's episodes per task.
-DEFAULT_NUM_EPISODES: dict[str, int] = dict(balrog.EPISODES_PER_TASK)
+#: Env families the orchestrator knows how to evaluate, with their episodes per task (BALROG's
+#: for its six envs).
+DEFAULT_NUM_EPISODES: dict[str, int] = {**balrog.EPISODES_PER_TASK, **mosaic.EPISODES_PER_TASK}
 
 
 class SpecError(ValueError):
@@ -102,6 +103,10 @@ class EnvsConfig(_Strict):
     textworld_kwargs: dict[str, Any] = Field(default_factory=dict)
     #: BabaIsAI options (``text_fixes: true``, ``tile_size``).
     babaisai_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: mosaic-multigrid options (``coordination_level``, ``observation_mode`` for every seat).
+    multigrid_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: PettingZoo options (``board_size`` and ``komi`` for Go, ``progression_agent``).
+    pettingzoo_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("names")
     @classmethod
@@ -135,6 +140,8 @@ class TasksConfig(_Strict):
     babaisai_tasks: list[str] = Field(default_factory=lambda: list(balrog.BABAISAI_TASKS))
     minihack_tasks: list[str] = Field(default_factory=lambda: list(balrog.MINIHACK_TASKS))
     nle_tasks: list[str] = Field(default_factory=lambda: list(balrog.NLE_TASKS))
+    multigrid_tasks: list[str] = Field(default_factory=lambda: list(mosaic.MULTIGRID_TASKS))
+    pettingzoo_tasks: list[str] = Field(default_factory=lambda: list(mosaic.PETTINGZOO_TASKS))
 
     def for_env(self, env: str) -> list[str]:
         """The tasks of ``env``."""

@@ -15,6 +15,7 @@ FAMILIES: dict[str, str] = {
     "babaisai": "env_server.families.babaisai:BabaIsAIFamily",
     "crafter": "env_server.families.crafter:CrafterFamily",
     "minihack": "env_server.families.nethack:MiniHackFamily",
+    "multigrid": "env_server.families.multigrid:MultigridFamily",
     "nle": "env_server.families.nethack:NLEFamily",
     "pettingzoo": "env_server.families.pettingzoo:PettingZooFamily",
     "textworld": "env_server.families.textworld:TextWorldFamily",
