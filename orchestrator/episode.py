@@ -107,7 +107,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         metrics = dict_from_struct(opened.metrics)
         while next_agents:
             acting = [s for s in seats if s.agent_id in next_agents]
-            acts = await asyncio.gather(*(_decide(s, num_steps, spec, model_slots)
+            acts = await asyncio.gather(*(_decide(s, num_steps, model_slots)
                                           for s in acting))
             for seat, act in zip(acting, acts, strict=True):
                 _account(usage, by_model, act)
@@ -227,8 +227,9 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                           ) -> list[_Seat]:
     policy = PolicyClient(plan.policy_target)
     try:
-        demos = load_demonstrations(spec, plan.env, plan.task,
-                                    evaluation_seeds(spec, plan.env, plan.task) | {plan.seed})
+        demos = await asyncio.to_thread(  # may read the demo file: off the event loop
+            load_demonstrations, spec, plan.env, plan.task,
+            evaluation_seeds(spec, plan.env, plan.task) | {plan.seed})
     except MissingDemonstrationsError as exc:
         raise EpisodeSetupError(str(exc)) from None
     seats: list[_Seat] = []
@@ -246,8 +247,8 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
     return seats
 
 
-async def _decide(seat: _Seat, step: int, spec: RunSpec,
-                  model_slots: asyncio.Semaphore | None) -> pol_pb.Act:
+async def _decide(seat: _Seat, step: int, model_slots: asyncio.Semaphore | None,
+                  ) -> pol_pb.Act:
     observe = pol_pb.Observe(observation=seat.observation, step=step)
     if seat.last_result is not None:
         observe.last_action_result.CopyFrom(seat.last_result)

@@ -6,9 +6,6 @@ task). Seats are configured with the run spec's ``players`` section (see ``spec.
 
 from __future__ import annotations
 
-#: Multi-agent envs, in the order they are listed.
-MULTI_AGENT_ENVS: tuple[str, ...] = ("multigrid", "pettingzoo")
-
 #: Episodes per task of each multi-agent env.
 EPISODES_PER_TASK: dict[str, int] = {"multigrid": 10, "pettingzoo": 10}
 

@@ -39,6 +39,17 @@ ENV_ID_FAMILIES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Worker keys that map one-to-one onto a run-spec key: worker key -> (section, field).
+#: (``environment`` and ``num_episodes`` depend on the env family and are mapped apart.)
+RUN_SPEC_KEYS: dict[str, tuple[str, str]] = {
+    "backend": ("client", "client_name"),
+    "model": ("client", "model_id"),
+    "max_steps": ("eval", "max_steps_per_episode"),
+    "parallel_workers": ("eval", "num_workers"),
+    "history_window": ("agent", "max_text_history"),
+}
+
+
 class WorkerConfigError(ValueError):
     """A worker config that cannot be mapped; the message names the key and what is allowed."""
 
@@ -79,22 +90,9 @@ def worker_spec_data(config: dict[str, Any]) -> dict[str, Any]:
                                 "'MiniHack-River-v0' or 'BabyAI-MixedTrainLocal-v0/goto')")
     env = family_of(environment)
     data: dict[str, Any] = {"envs": {"names": env}, "tasks": {f"{env}_tasks": [environment]}}
-    client: dict[str, Any] = {}
-    if "backend" in config:
-        client["client_name"] = config["backend"]
-    if "model" in config:
-        client["model_id"] = config["model"]
-    if client:
-        data["client"] = client
-    evaluation: dict[str, Any] = {}
     if "num_episodes" in config:
-        evaluation["num_episodes"] = {env: config["num_episodes"]}
-    if "max_steps" in config:
-        evaluation["max_steps_per_episode"] = config["max_steps"]
-    if "parallel_workers" in config:
-        evaluation["num_workers"] = config["parallel_workers"]
-    if evaluation:
-        data["eval"] = evaluation
-    if "history_window" in config:
-        data["agent"] = {"max_text_history": config["history_window"]}
+        data["eval"] = {"num_episodes": {env: config["num_episodes"]}}
+    for key, (section, field) in RUN_SPEC_KEYS.items():
+        if key in config:
+            data.setdefault(section, {})[field] = config[key]
     return data

@@ -121,8 +121,8 @@ class Backend(abc.ABC):
 
 class ConcurrencyLimited(Backend):
     """A backend with at most ``limit`` calls in flight (``client.max_concurrency`` per
-    endpoint); further calls wait their turn on an ``asyncio.Semaphore``. ``waiting`` and
-    ``in_flight`` are live counters (for ``GetInfo`` and metrics)."""
+    endpoint); further calls wait their turn on an ``asyncio.Semaphore``. ``in_flight`` and
+    ``waiting`` count the calls running and queued right now."""
 
     def __init__(self, inner: Backend, limit: int):
         if limit < 1:
