@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from importlib import metadata
 from typing import Any, NoReturn
 
@@ -185,7 +186,7 @@ class _PlayStream:
             default_action=space.default_action, agent=agent, client=client,
             seed=int(begin.seed), env_name=begin.env_name, task=begin.task,
             agent_id=begin.agent_id,
-            demonstrations=tuple(_demo(d) for d in begin.demonstrations),
+            demonstrations=demos_from_proto(begin.demonstrations),
             record_prompts=begin.record_prompts)
         try:
             self.strategy = create_strategy(ctx, backend)
@@ -247,10 +248,15 @@ class _PlayStream:
                           prompt_json=decision.prompt_json, model=self.model)
 
 
-def _demo(demo: pol_pb.Demonstration) -> DemoEpisode:
-    return DemoEpisode(
-        task=demo.task, seed=int(demo.seed), instruction=demo.instruction, source=demo.source,
-        steps=tuple(DemoStep(s.observation, s.action, s.reward) for s in demo.steps))
+def demos_from_proto(messages: Iterable[pol_pb.Demonstration]) -> tuple[DemoEpisode, ...]:
+    """``Begin.demonstrations`` as ``DemoEpisode`` values, in order (for
+    ``EpisodeContext.demonstrations``)."""
+    return tuple(
+        DemoEpisode(task=demo.task, seed=int(demo.seed), instruction=demo.instruction,
+                    source=demo.source,
+                    steps=tuple(DemoStep(s.observation, s.action, float(s.reward))
+                                for s in demo.steps))
+        for demo in messages)
 
 
 def _usage_proto(usage: TokenUsage, calls: int) -> types_pb2.Usage:

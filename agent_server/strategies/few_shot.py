@@ -37,9 +37,8 @@ from agent_server.backends.base import Backend, ChatMessage
 from agent_server.history import HistoryBuilder, merge_consecutive_roles
 from agent_server.strategies.llm import system_prompt
 from agent_server.strategies.naive import NaiveStrategy
-from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, TurnInput
+from agent_server.turn import DemoEpisode, EpisodeContext, TurnInput
 from moria.config import AgentConfig
-from moria.policy.v1 import policy_service_pb2 as pol_pb
 
 #: Opens the demonstration block.
 DEMO_START = "##### RECORDED DEMONSTRATIONS: START #####"
@@ -53,17 +52,6 @@ NOW_YOUR_TURN = (
 #: Label of a demo step's observation (followed by " (step N):").
 DEMO_OBSERVATION = "Demonstration observation"
 
-
-
-def demos_from_proto(messages: Iterable[pol_pb.Demonstration]) -> tuple[DemoEpisode, ...]:
-    """Convert ``Begin.demonstrations`` into ``DemoEpisode`` values, in order (for
-    ``EpisodeContext.demonstrations``)."""
-    return tuple(
-        DemoEpisode(task=msg.task, seed=int(msg.seed), instruction=msg.instruction,
-                    source=msg.source,
-                    steps=tuple(DemoStep(observation=s.observation, action=s.action,
-                                         reward=float(s.reward)) for s in msg.steps))
-        for msg in messages)
 
 
 def cut_demonstrations(demos: Iterable[DemoEpisode], max_steps: int,

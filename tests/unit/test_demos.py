@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.strategies.few_shot import demonstration_messages, demos_from_proto
+from agent_server.service import demos_from_proto
+from agent_server.strategies.few_shot import demonstration_messages
 from orchestrator import demos
 from orchestrator.demos import (
     DEMO_FORMAT,

@@ -14,6 +14,7 @@ from agent_server.backends.base import (
     TokenUsage,
 )
 from agent_server.history import CURRENT_LABEL
+from agent_server.service import demos_from_proto
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.few_shot import (
     DEMO_END,
@@ -21,7 +22,6 @@ from agent_server.strategies.few_shot import (
     NOW_YOUR_TURN,
     FewShotStrategy,
     cut_demonstrations,
-    demos_from_proto,
 )
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, TurnInput
 from moria.config import AgentConfig, ClientConfig
