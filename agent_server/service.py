@@ -25,8 +25,8 @@ from agent_server.backends.base import Backend, BackendError, ConcurrencyLimited
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.llm import LLMStrategy
-from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, TurnInput
-from moria.codecs import dict_from_struct, png_bytes
+from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
+from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, ClientName
 from moria.policy.v1 import policy_service_pb2 as pol_pb
@@ -64,10 +64,14 @@ def _uses_backend(agent: AgentConfig) -> bool:
 
 
 class PolicyServicer(pol_grpc.PolicyServiceServicer):
-    """Serves strategies over the backends; ``capacity`` bounds concurrent Play streams."""
+    """Serves strategies over the backends; ``capacity`` bounds concurrent Play streams.
+    ``human_console``: where ``human`` players' moves come from (None: this server cannot seat
+    a human, and such a Begin is rejected)."""
 
-    def __init__(self, *, drain: Drain, capacity: int = 256):
+    def __init__(self, *, drain: Drain, capacity: int = 256,
+                 human_console: HumanConsole | None = None):
         self.drain = drain
+        self.human_console = human_console
         self.capacity = capacity
         self.active = 0
         self._backends: dict[str, Backend] = {}
@@ -187,7 +191,7 @@ class _PlayStream:
             seed=int(begin.seed), env_name=begin.env_name, task=begin.task,
             agent_id=begin.agent_id,
             demonstrations=demos_from_proto(begin.demonstrations),
-            record_prompts=begin.record_prompts)
+            record_prompts=begin.record_prompts, human_console=self.server.human_console)
         try:
             self.strategy = create_strategy(ctx, backend)
         except ValueError as exc:
@@ -228,6 +232,8 @@ class _PlayStream:
             last_valid=last.valid if has_last else True,
             last_applied_action=last.applied_action.text if has_last else "",
             last_feedback=last.feedback if has_last else "",
+            tensors={name: array_from_tensor(t) for name, t in obs.tensors.items()},
+            action_mask=list(obs.action_mask),
         )
         started = time.perf_counter()
         try:

@@ -6,8 +6,10 @@ strategy and sends the returned ``Decision`` back. Nothing here depends on gRPC 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
 
 from agent_server.backends.base import TokenUsage
 from moria.config import AgentConfig, ClientConfig
@@ -24,6 +26,9 @@ class TurnInput:
     ``image_png``: PNG bytes of the rendered frame, or None in text-only mode.
     ``legal_actions``: the legal moves this turn (may be empty: then the episode's action names
     apply). ``info``: free-form env extras (for example ``expert_action`` for the oracle).
+    ``tensors``: the env's named arrays (only when the session was opened with tensors, for
+    players that read them: scripted, rl). ``action_mask``: legality per action name, in
+    ``EpisodeContext.action_names`` order (empty when the game has no mask).
     ``last_valid`` / ``last_applied_action`` / ``last_feedback``: the env's verdict on the
     previous action (valid or not, what it actually applied, and its feedback sentence).
     """
@@ -37,6 +42,8 @@ class TurnInput:
     last_valid: bool = True
     last_applied_action: str = ""
     last_feedback: str = ""
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+    action_mask: list[bool] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +105,8 @@ class EpisodeContext:
     choice of the strategy derives from it. ``env_name`` / ``task`` / ``agent_id``: identify the
     episode and the player. ``demonstrations``: few_shot examples of the same env (empty for
     other strategies). ``record_prompts``: keep the exact prompt of each call for auditing.
+    ``human_console``: where a ``human`` player's moves come from (the policy server's console;
+    None when the server has none).
     """
 
     instruction: str
@@ -111,3 +120,18 @@ class EpisodeContext:
     agent_id: str
     demonstrations: tuple[DemoEpisode, ...] = ()
     record_prompts: bool = False
+    human_console: HumanConsole | None = None
+
+
+class HumanConsole(Protocol):
+    """The channel a ``human`` player's moves are typed into (the interactive JSON-lines
+    protocol or a terminal). One console serves every human seat of a policy server."""
+
+    async def ask(self, ctx: EpisodeContext, turn: TurnInput) -> str:
+        """Show ``turn`` to the human playing ``ctx.agent_id`` and return the move typed, as
+        text (the env judges it like any other answer).
+
+        Raises:
+            ConnectionError: the human's channel closed before a move came.
+        """
+        ...

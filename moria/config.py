@@ -13,12 +13,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: Strategy names accepted by ``agent.type``.
 AgentType = Literal[
-    "naive", "cot", "robust_naive", "robust_cot", "few_shot", "plan_action", "dummy", "oracle"
+    "naive", "cot", "robust_naive", "robust_cot", "few_shot", "plan_action", "dummy", "oracle",
+    "random", "scripted", "rl", "human",
 ]
+
+#: Player types that call no model: their turns do not take a model-call slot.
+NON_MODEL_AGENT_TYPES: frozenset[str] = frozenset(
+    {"dummy", "random", "oracle", "scripted", "rl", "human"})
+
+#: Player types that read the env's tensor observation (``Observation.tensors``): sessions
+#: with such a seat are opened with ``include_tensors``.
+TENSOR_AGENT_TYPES: frozenset[str] = frozenset({"scripted", "rl"})
 
 #: Backend names accepted by ``client.client_name`` (after ``CLIENT_ALIASES``).
 ClientName = Literal["local", "openai", "openrouter", "anthropic", "gemini", "vllm", "llamacpp"]
@@ -137,6 +146,16 @@ class AgentConfig(_Strict):
         description="few_shot: at most this many demonstration steps are shown (newest demos "
         "are cut first, whole steps only).",
     )
+    checkpoint: str | None = Field(
+        default=None,
+        description="rl: path of the policy checkpoint file (.npz, see docs/rl-checkpoints.md)",
+    )
+
+    @model_validator(mode="after")
+    def _rl_needs_checkpoint(self) -> AgentConfig:
+        if self.type == "rl" and not self.checkpoint:
+            raise ValueError("agent.type=rl needs agent.checkpoint=<path of a .npz checkpoint>")
+        return self
 
 
 def policy_config_dict(agent: AgentConfig, client: ClientConfig) -> dict[str, Any]:

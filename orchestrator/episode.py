@@ -23,7 +23,7 @@ import grpc
 from moria.clients import EnvClient, EnvSession, PlayStream, PolicyClient, StreamClosedError
 from moria.codecs import dict_from_struct, struct_from_dict
 from moria.common.v1 import types_pb2
-from moria.config import policy_config_dict
+from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES, policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from orchestrator.accounting import add_usage
@@ -32,7 +32,6 @@ from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.spec import RunSpec
 
 #: Strategies that never call a model (no model-call slot needed).
-NON_MODEL_AGENTS = frozenset({"dummy", "oracle"})
 
 _END_REASONS: dict[Any, EndReason] = {
     types_pb2.END_REASON_TERMINATED: "terminated",
@@ -212,6 +211,8 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
         task=f"{plan.env}:{plan.task}", seed=plan.seed,
         observation=env_pb.ObservationOptions(
             include_image=spec.agent.max_image_history > 0,
+            include_tensors=any(agent.type in TENSOR_AGENT_TYPES
+                                for agent, _ in spec.seat_configs()),
             feedback_on_invalid_action=spec.eval.feedback_on_invalid_action),
         options=struct_from_dict(spec.envs.kwargs_for(plan.env)),
         oracle=(any(agent.type == "oracle" for agent, _ in spec.seat_configs())
@@ -238,7 +239,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
         agent, client = spec.seat(agent_id)
         config = struct_from_dict(policy_config_dict(agent, client))
         seats.append(_Seat(agent_id, stream, start, start.observation,
-                           uses_model=agent.type not in NON_MODEL_AGENTS))
+                           uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
         await _call(stream.begin, pol_pb.Begin(
             episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
             agent_id=agent_id, instruction=start.instruction, action_space=start.action_space,

@@ -8,13 +8,16 @@ from __future__ import annotations
 from agent_server.backends.base import Backend
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.cot import CotStrategy
-from agent_server.strategies.dummy import DummyStrategy
+from agent_server.strategies.dummy import DummyStrategy, RandomStrategy
 from agent_server.strategies.few_shot import FewShotStrategy
+from agent_server.strategies.human import HumanStrategy
 from agent_server.strategies.llm import LLMStrategy
 from agent_server.strategies.naive import NaiveStrategy
 from agent_server.strategies.oracle import OracleStrategy
 from agent_server.strategies.plan_action import PlanActionStrategy
+from agent_server.strategies.rl import RLStrategy
 from agent_server.strategies.robust import RobustCotStrategy, RobustNaiveStrategy
+from agent_server.strategies.scripted import ScriptedStrategy
 from agent_server.turn import EpisodeContext
 
 #: ``agent.type`` -> strategy class.
@@ -29,6 +32,10 @@ STRATEGIES: dict[str, type[Strategy]] = {
         OracleStrategy,
         FewShotStrategy,
         PlanActionStrategy,
+        RandomStrategy,
+        ScriptedStrategy,
+        RLStrategy,
+        HumanStrategy,
     )
 }
 

@@ -38,3 +38,9 @@ class DummyStrategy(Strategy):
             latency_s=0.0,
             stop_reason="",
         )
+
+
+class RandomStrategy(DummyStrategy):
+    """``random``: the MOSAIC name of the random baseline player; plays exactly as ``dummy``."""
+
+    name = "random"
