@@ -8,6 +8,8 @@
                                                       progress.png
     moria prepare [--env NAME ...]                    build game data and model weights once
     moria tasks [--env NAME]                          list env families and their tasks
+    moria tournament FILE.yaml [KEY=VALUE ...]        round-robin of players on a two-player
+                                                      game: win rates, CIs and ratings
     moria record-demos --env NAME [--tasks T ...]     record oracle demos for few_shot
     moria serve env|agent [flags]                     run one server alone
 
@@ -231,6 +233,58 @@ def _cmd_record_demos(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def _cmd_tournament(args: argparse.Namespace) -> int:
+    """Run (or resume) a round-robin tournament; print and write its tables."""
+    from orchestrator.prepare import PrepareError, build_items, items_for_spec
+    from orchestrator.runner import PreflightError
+    from orchestrator.stack import StackError
+    from orchestrator.tournament import (
+        TournamentSpecError,
+        load_tournament,
+        render_tables,
+        run_spec_for,
+        run_tournament,
+        schedule,
+    )
+
+    console = Console(stderr=True)
+    try:
+        spec = load_tournament(args.config, args.overrides)
+    except (TournamentSpecError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    items: dict[tuple[str, str], Any] = {}
+    for match in schedule(spec):
+        for item in items_for_spec(run_spec_for(spec, match)):
+            items.setdefault((item.source, item.name), item)
+    try:
+        build_items(list(items.values()), console=console, show_progress=not args.no_progress)
+    except PrepareError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    try:
+        result = asyncio.run(_terminable(run_tournament(spec, console=console,
+                                                        show_progress=not args.no_progress)))
+    except PreflightError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    except StackError as exc:
+        console.print(f"[red]error:[/red] a local server failed: {exc}\nfinished games are "
+                      "saved; rerun the same command to resume", highlight=False)
+        return 1
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        console.print("interrupted; finished games are saved and the next run resumes")
+        return 130
+    _stdout_console().print(render_tables(result))
+    console.print(f"played {result.ran} game(s) now; results in "
+                  f"{spec.output_dir / 'tournament.json'} and tournament.md", highlight=False)
+    if result.unscored:
+        console.print(f"[yellow]{len(result.unscored)} game(s) did not end normally and count "
+                      "for nobody; rerun the same command to retry them[/yellow]")
+        return 1
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     module = {"env": "env_server", "agent": "agent_server"}[args.component]
     os.execv(sys.executable, [sys.executable, "-m", module, "serve", *args.rest])
@@ -301,6 +355,14 @@ def build_parser() -> argparse.ArgumentParser:
     rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")
     add_record_demos_arguments(rd)
     rd.set_defaults(func=_cmd_record_demos)
+
+    tn = sub.add_parser("tournament", help="round-robin of players on a two-player game, with "
+                        "win rates, confidence intervals and openskill ratings")
+    tn.add_argument("config", type=Path, help="YAML or JSON tournament spec")
+    tn.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tn.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                    help="tournament-spec overrides, e.g. seeds=4 eval.num_workers=2")
+    tn.set_defaults(func=_cmd_tournament)
 
     sv = sub.add_parser("serve", help="run one server (env or agent)")
     sv.add_argument("component", choices=["env", "agent"])

@@ -77,6 +77,8 @@ class _Seat:
     observation: types_pb2.Observation
     last_result: types_pb2.ActionResult | None = None
     uses_model: bool = True
+    #: Who plays the seat, from the policy's Ready: "scripted", "naive local/qwen...".
+    label: str = ""
 
 
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
@@ -175,10 +177,20 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         reasoning_tokens=usage["reasoning_tokens"], usage_by_model=by_model, prompts=prompts,
         agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
-        players={agent_id: player.model_dump(mode="json", exclude_none=True)
-                 for agent_id, player in spec.players.items()},
+        players=_seat_records(spec, seats),
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
         wall_time_s=time.perf_counter() - started, steps=steps)
+
+
+def _seat_records(spec: RunSpec, seats: list[_Seat]) -> dict[str, dict[str, Any]]:
+    """Per seat of a multi-agent game: its run-spec ``players`` entry (when any) plus
+    ``player``, who played it. Single-agent episodes keep only the spec's entries."""
+    out = {agent_id: player.model_dump(mode="json", exclude_none=True)
+           for agent_id, player in spec.players.items()}
+    if len(seats) > 1:
+        for seat in seats:
+            out.setdefault(seat.agent_id, {})["player"] = seat.label
+    return out
 
 
 async def _call(fn: Any, *args: Any) -> Any:
@@ -240,12 +252,19 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
         config = struct_from_dict(policy_config_dict(agent, client))
         seats.append(_Seat(agent_id, stream, start, start.observation,
                            uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
-        await _call(stream.begin, pol_pb.Begin(
+        ready = await _call(stream.begin, pol_pb.Begin(
             episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
             agent_id=agent_id, instruction=start.instruction, action_space=start.action_space,
             agent_config=config, seed=(plan.seed + offset) % 2**64, env_name=plan.env,
             task=plan.task, record_prompts=spec.eval.save_prompts, demonstrations=demos))
+        seats[-1].label = player_label(ready.strategy, ready.model)
     return seats
+
+
+def player_label(strategy: str, model: str) -> str:
+    """A seat's player as shown in reports: the strategy, then the model when it calls one
+    (``"scripted"``, ``"naive local/qwen2.5-0.5b-instruct"``)."""
+    return strategy if not model or model == strategy else f"{strategy} {model}"
 
 
 async def _decide(seat: _Seat, step: int, model_slots: asyncio.Semaphore | None,

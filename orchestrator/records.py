@@ -85,8 +85,9 @@ class EpisodeRecord(_Record):
     ``started_at``/``ended_at`` are ISO-8601 timestamps, ``wall_time_s`` seconds.
     ``episode_return`` sums the rewards of every seat (for one agent, BALROG's return; per-seat
     returns of multi-agent games are in ``stats["returns"]``). ``players``: for multi-agent
-    runs, each seat's run-spec ``players`` entry (agent, client, role, coordination level,
-    observation mode); empty when every seat plays the run's config.
+    games, every seat's run-spec ``players`` entry (agent, client, role, coordination level,
+    observation mode; when given) plus ``player``, who played it (strategy and model, as the
+    policy named them at Begin); single-agent episodes keep only the spec's entries.
     ``usage_by_model``: per model (``"<client_name>/<model_id>"``) the counters of
     ``orchestrator.accounting.USAGE_KEYS`` (calls, four token counts, latency_s). ``prompts``: the
     exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate

@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.accounting import PriceTable, load_prices, merge_usage, priced
+from orchestrator.match_report import match_summary, render_match_tables
 from orchestrator.records import END_REASONS, SCORED_END_REASONS, EpisodeRecord
 from orchestrator.telemetry import dumps, scrub
 
@@ -379,6 +380,8 @@ def compute_summary(
     ``models`` totals usage and cost per model over the whole run; ``cost_usd`` is their sum
     (None when no model is priced; ``unpriced_models`` lists the ones left out) and ``prices``
     names the price table and the date of its prices (default: the shipped table).
+    ``matches`` holds the per-team/per-seat rows of multi-agent games
+    (``orchestrator.match_report.match_summary``).
     """
     prices = prices or load_prices()
     names = list(envs) if envs is not None else sorted({e.env for e in episodes})
@@ -415,6 +418,7 @@ def compute_summary(
         "client": _distinct_configs(e.client_config for e in chosen),
         "task_dir_layout": "flat: '/' in task names replaced by '__'",
         "scored_end_reasons": sorted(SCORED_END_REASONS),
+        "matches": match_summary(chosen),
     }
 
 
@@ -567,5 +571,9 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
 def print_report(
     out_dir: str | Path, console: Console | None = None, prices: PriceTable | None = None
 ) -> None:
-    """Print ``render_report(out_dir, prices)`` to ``console`` (default: a new stdout Console)."""
-    (console or Console()).print(render_report(out_dir, prices))
+    """Print ``render_report(out_dir, prices)`` to ``console`` (default: a new stdout Console),
+    then the per-team/per-seat tables of multi-agent games (``orchestrator.match_report``)."""
+    console = console or Console()
+    console.print(render_report(out_dir, prices))
+    for table in render_match_tables(match_summary(load_episodes(out_dir))):
+        console.print(table)

@@ -57,4 +57,5 @@ async def test_soccer_seats_get_their_role_level_and_observation_mode(tmp_path: 
         assert {s["agent_id"] for s in first} == {"agent_0", "agent_1", "agent_2", "agent_3"}
         assert "teammate" in next(s for s in first if s["agent_id"] == "agent_1")[
             "observation"].lower()
-        assert episode["players"]["agent_0"] == {"role": "forward", "coordination_level": 3}
+        assert episode["players"]["agent_0"] == {"role": "forward", "coordination_level": 3,
+                                                 "player": "dummy"}
