@@ -12,6 +12,11 @@ The short-term text carries the invalid-action notice. Tensors: ``image`` (V, V,
 ``direction`` (int64 scalar), the env's own observation. Images: the env's full RGB frame
 (Soccer (352, 512, 3)), the same for every agent, when images are asked.
 
+Info (per agent): ``team`` (colour), ``teammates`` (ids), ``view`` (the same egocentric view
+as data, ``text.view_info``: facing, carrying, wall ahead, the objects and walls seen) and, in
+Soccer, ``target_goal_side`` (``east``/``west``: the end of the field the agent scores at, as the
+instruction states). Nothing there goes beyond what the agent sees and is told.
+
 Rewards are the env's own (scoring, zero-sum and shaping terms as the package defines them).
 
 Metrics (running, and final in ``EpisodeEnd``):
@@ -60,6 +65,7 @@ from env_server.families.multigrid.text import (
     facing_name,
     relative_position,
     team_colour,
+    view_info,
 )
 from env_server.game import (
     ActionInfo,
@@ -120,6 +126,7 @@ class MultigridGame(Game):
         self._players = dict(players)
         self._actions = action_infos(spec.kind)
         self._instructions = {a: self._build_instruction(a) for a in self._agents}
+        self._target_side = {a: self._goal_sides(self._team[a])[1] for a in self._agents}
         self._collected = [0] * len(self._agents)
         if spec.kind != SOCCER:
             self._track_collects()
@@ -418,8 +425,16 @@ class MultigridGame(Game):
             short_term_context=short_term,
             image=frame,
             tensors={"image": image, "direction": np.array(direction, dtype=np.int64)},
-            info={"team": self._colour[agent], "teammates": self.teammates(agent)},
+            info=self._info(agent, image, direction),
         )
+
+    def _info(self, agent: str, image: np.ndarray, direction: int) -> dict[str, Any]:
+        """The agent's info: team, teammates, its view as data, (Soccer) its target side."""
+        info: dict[str, Any] = {"team": self._colour[agent], "teammates": self.teammates(agent),
+                                "view": view_info(image, direction, self._colour[agent])}
+        if self._spec.kind == SOCCER and self._target_side[agent]:
+            info["target_goal_side"] = self._target_side[agent]
+        return info
 
     def _build_instruction(self, agent: str) -> str:
         player = self._players[agent]

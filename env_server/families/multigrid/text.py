@@ -13,12 +13,19 @@ Positions are told in **compass directions** (north = up on the map, the package
 1 east)"``; the step count is the number of moves (Manhattan distance). A thing in the agent's
 line of sight gets ``(directly in front of you)`` at one step and ``(straight ahead)`` further.
 Only cells the agent can see are told; walls are told only when directly in front.
+
+``view_info`` gives the same view as JSON-able data for non-LLM players (the ``scripted`` bot):
+``{"facing", "carrying", "wall_ahead", "objects": [...], "walls": [[ahead, right], ...]}``. It
+holds exactly what the agent sees (nothing privileged): each object's kind (``ball``, ``goal``,
+``agent`` or the package's type name), colour, team relation, map offset (dx east, dy south),
+egocentric offset (``ahead``, ``right``) and, for agents, whether they carry the ball.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from mosaic_multigrid.core.constants import DIR_TO_VEC, Color, Direction, Type
@@ -201,3 +208,70 @@ def describe_view(
     if wall_ahead:
         out.lines.append("There is a wall directly in front of you.")
     return out
+
+
+def _kind_name(kind: int) -> str:
+    """``goal`` for the Soccer goal cell (``objgoal``), else the package's type name."""
+    return "goal" if kind == _OBJGOAL else str(Type.from_index(kind).value)
+
+
+def view_info(image: np.ndarray, direction: int, own_colour: str) -> dict[str, Any]:
+    """The agent's view as structured data (for ``info["view"]``), from its own observation.
+
+    Args:
+        image: the agent's observation ``image``, shape (V, V, 3), integer codes.
+        direction: the agent's ``direction`` (0 east, 1 south, 2 west, 3 north).
+        own_colour: the agent's team colour (goals and agents of that colour are ``own``).
+
+    Returns:
+        ``{"facing": "EAST"|"SOUTH"|"WEST"|"NORTH", "carrying": "ball"|""|<type name>,
+        "wall_ahead": bool, "objects": [...], "walls": [[ahead, right], ...]}``. ``objects``
+        lists every ball, goal cell, agent or other object in view, nearest first (steps, then
+        the farther ahead, then left to right), each as ``{"kind", "colour", "team"
+        ("own"|"opponent"; "" for balls and other objects), "dx", "dy" (map cells: x grows
+        east, y south), "ahead", "right" (cells forward and to the right of the agent; ahead
+        >= 0), "carrying_ball" (agents only; else False)}``. ``walls``: every wall cell seen,
+        as ``[ahead, right]``, sorted.
+
+    Raises ``ValueError`` for an image that is not (V, V, 3) with V odd and >= 3, and
+    ``KeyError`` for a direction outside 0..3.
+    """
+    if image.ndim != 3 or image.shape[0] != image.shape[1] or image.shape[2] != 3 \
+            or image.shape[0] < 3 or image.shape[0] % 2 == 0:
+        raise ValueError(f"expected a (V, V, 3) view with V odd >= 3, got {image.shape}")
+    size = image.shape[0]
+    own = image[size // 2, size - 1]
+    own_kind = int(own[TYPE])
+    carrying = "" if own_kind in (_UNSEEN, _EMPTY) else _kind_name(own_kind)
+    found: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
+    walls: list[list[int]] = []
+    for i in range(size):
+        for j in range(size):
+            ahead, right = size - 1 - j, i - size // 2
+            if ahead == 0 and right == 0:
+                continue
+            kind, colour_idx, state = (int(v) for v in image[i, j])
+            if kind == _WALL:
+                walls.append([ahead, right])
+                continue
+            if kind in (_UNSEEN, _EMPTY, _FLOOR):
+                continue
+            dx, dy = to_map_offset(ahead, right, direction)
+            colour = colour_name(colour_idx)
+            team = ""
+            if kind in (_AGENT, _OBJGOAL):
+                team = "own" if colour == own_colour else "opponent"
+            entry: dict[str, Any] = {
+                "kind": _kind_name(kind), "colour": colour, "team": team,
+                "dx": dx, "dy": dy, "ahead": ahead, "right": right,
+                "carrying_ball": kind == _AGENT and _agent_state(state)[1],
+            }
+            found.append(((abs(dx) + abs(dy), -ahead, right), entry))
+    found.sort(key=lambda item: item[0])
+    return {
+        "facing": facing_name(direction),
+        "carrying": carrying,
+        "wall_ahead": [1, 0] in walls,
+        "objects": [entry for _, entry in found],
+        "walls": sorted(walls),
+    }
