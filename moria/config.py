@@ -150,6 +150,11 @@ class AgentConfig(_Strict):
         default=None,
         description="rl: path of the policy checkpoint file (.npz, see docs/rl-checkpoints.md)",
     )
+    sample: bool = Field(
+        default=False,
+        description="rl: draw the action from the softmax over the legal actions' logits "
+        "(seeded by the episode seed) instead of playing the argmax",
+    )
 
     @model_validator(mode="after")
     def _rl_needs_checkpoint(self) -> AgentConfig:
