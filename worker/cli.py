@@ -1,0 +1,291 @@
+"""``llm-worker`` / ``vlm-worker``: one player over one env, through the Env/Policy gRPC
+contract.
+
+Without ``--env-endpoint`` / ``--policy-endpoint`` the worker starts the local stack (env and
+agent servers as child processes, logs under ``<telemetry-dir>/logs/<run_id>/``). With
+``--agent-type human`` the worker's player runs on an in-process policy server whose human
+console is fed by the interactive protocol. Exit codes: 0 done, 1 run failed, 2 bad settings,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import grpc
+from rich.console import Console
+
+from moria.clients import PolicyClient, close_channels
+from moria.config import API_KEY_ENV, CLIENT_ALIASES, policy_config_dict
+from moria.env.v1 import env_service_pb2 as env_pb
+from moria.server import Drain, MoriaServer
+from orchestrator.spec import TasksConfig
+from orchestrator.stack import LocalStack, StackError
+from worker.config import WorkerConfigError, WorkerSettings, load_settings
+from worker.human import QueueConsole
+from worker.protocol import JsonLineWriter, Protocol, serve, stdin_lines
+from worker.selector import ActionSelector
+from worker.session import GameSession, Targets, probe_agents
+from worker.telemetry import WorkerTelemetry
+
+log = logging.getLogger("moria.worker")
+
+
+def llm_main(argv: list[str] | None = None) -> int:
+    """Entry point of ``llm-worker`` (text observations)."""
+    return main(sys.argv[1:] if argv is None else argv, prog="llm-worker", vlm=False)
+
+
+def vlm_main(argv: list[str] | None = None) -> int:
+    """Entry point of ``vlm-worker`` (frames in the prompt; ``--max-image-history``)."""
+    return main(sys.argv[1:] if argv is None else argv, prog="vlm-worker", vlm=True)
+
+
+def main(argv: list[str], *, prog: str, vlm: bool) -> int:
+    """Parse settings, then run autonomously or interactively. Returns the exit code."""
+    try:
+        settings, api_key = load_settings(argv, prog=prog, vlm=vlm)
+    except WorkerConfigError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.DEBUG if settings.verbose else logging.INFO,
+                        stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if vlm and settings.render_mode == "human":
+        log.warning("--render-mode human opens no window in this worker (it runs headless); "
+                    "frames are sent as rgb_array render payloads instead")
+        settings.render_mode = "rgb_array"
+    if api_key:
+        _export_api_key(settings, api_key)
+    if settings.run_id is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        settings.run_id = f"{prog}-{stamp}-{secrets.token_hex(2)}"
+    out: IO[str] = sys.stdout
+    if settings.interactive:
+        out = _claim_stdout()
+    try:
+        return asyncio.run(_run_cancellable(settings, out))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 130
+
+
+async def _run_cancellable(settings: WorkerSettings, out: IO[str]) -> int:
+    """``run_worker`` with SIGTERM/SIGINT turned into a cancellation, so the run ends with a
+    ``run_cancelled`` event and the child servers are stopped."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, task.cancel)
+    return await run_worker(settings, out)
+
+
+def _export_api_key(settings: WorkerSettings, api_key: str) -> None:
+    """Put ``--api-key`` into the provider's key variable (read by the policy server, which
+    is this process or its child); never logged."""
+    client = CLIENT_ALIASES.get(settings.client_name, settings.client_name)
+    names = API_KEY_ENV.get(client, ())
+    if not names:
+        log.warning("--api-key is ignored: client %s takes no API key", client)
+        return
+    if settings.policy_endpoint:
+        log.warning("--api-key cannot reach a remote policy server (--policy-endpoint): set "
+                    "%s in that server's environment", names[0])
+    os.environ[names[0]] = api_key
+
+
+def _claim_stdout() -> IO[str]:
+    """Reserve the real stdout for protocol answers: a private copy of fd 1 is returned, and
+    fd 1 (and ``sys.stdout``) then point at stderr, so stray prints of libraries (including C
+    code) cannot corrupt the protocol."""
+    private = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(private, "w", encoding="utf-8", buffering=1)
+
+
+@asynccontextmanager
+async def _human_server(console: QueueConsole) -> AsyncIterator[str]:
+    """An in-process PolicyService on 127.0.0.1:<ephemeral> with ``console``."""
+    from agent_server.service import PolicyServicer
+    from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
+
+    drain = Drain()
+    servicer = PolicyServicer(drain=drain, capacity=64, human_console=console)
+    server = MoriaServer(
+        [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
+        [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
+        address="127.0.0.1:0", drain=drain, grace_s=1.0)
+    await server.start()
+    try:
+        yield server.bound_address
+    finally:
+        console.close()
+        await server.shutdown()
+        await servicer.aclose()
+
+
+@asynccontextmanager
+async def _servers(settings: WorkerSettings, console: QueueConsole | None,
+                   ) -> AsyncIterator[Targets]:
+    """The env and policy targets: the given endpoints, else a local stack (plus the
+    in-process human server)."""
+    async with contextlib.AsyncExitStack() as stack:
+        human = None
+        if console is not None:
+            human = await stack.enter_async_context(_human_server(console))
+        need_env = settings.env_endpoint is None
+        need_agent = settings.policy_endpoint is None and human is None
+        local: LocalStack | None = None
+        if need_env or need_agent:
+            log_dir = (Path(tempfile.mkdtemp(prefix="moria-worker-logs-")) if settings.no_jsonl
+                       else Path(settings.telemetry_dir) / "logs" / str(settings.run_id))
+            # LocalStack always starts an env server (the agent server is optional)
+            local = LocalStack([settings.family], log_dir, env_capacity=16,
+                               with_agent=need_agent)
+            log.info("starting the local stack (logs in %s)", log_dir)
+            await stack.enter_async_context(local)
+        env_target = settings.env_endpoint or (local.env_target if local else "")
+        policy_target = settings.policy_endpoint or (
+            local.policy_target if local is not None and need_agent else human or "")
+        try:
+            yield Targets(env=env_target, policy=policy_target, human=human)
+        finally:
+            await close_channels()
+
+
+async def _preflight(settings: WorkerSettings, targets: Targets) -> tuple[str, str]:
+    """The task and the worker's agent id, checked against the env and policy servers.
+
+    Raises WorkerConfigError naming the flag (unknown task, unknown agent id, missing API key,
+    bad agent settings).
+    """
+    task = settings.task or TasksConfig().for_env(settings.family)[0]
+    request = env_pb.OpenRequest(task=f"{settings.family}:{task}", seed=settings.seed,
+                                 max_steps=settings.max_steps)
+    try:
+        agents = await probe_agents(targets.env, request)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            raise WorkerConfigError(f"--task {task!r}: {exc.details()}") from None
+        raise
+    agent_id = settings.agent_id or agents[0]
+    if agent_id not in agents:
+        raise WorkerConfigError(f"--agent-id {agent_id!r} is not a seat of {task}; allowed: "
+                                + ", ".join(agents))
+    client = settings.client_config()
+    checks = [(targets.human or targets.policy, settings.agent_config(), "--agent-type")]
+    if len(agents) > 1:
+        checks.append((targets.policy, settings.opponent_config(), "--opponent"))
+    for target, agent, flag in checks:
+        info = await PolicyClient(target).get_info(check_config=policy_config_dict(agent, client))
+        if info.config_errors:
+            raise WorkerConfigError(f"{flag} {agent.type} with --client {client.client_name}: "
+                                    + "; ".join(info.config_errors))
+    return task, agent_id
+
+
+async def run_worker(settings: WorkerSettings, out: IO[str]) -> int:
+    """Run the worker to the end (all episodes, or until ``stop``/EOF). Returns the exit
+    code."""
+    assert settings.run_id is not None
+    emit = JsonLineWriter(out)
+    telemetry = WorkerTelemetry(settings.telemetry_dir, settings.run_id,
+                                enabled=not settings.no_jsonl,
+                                echo=emit if settings.interactive and settings.stdout_events
+                                else None)
+    console = QueueConsole() if settings.agent_type == "human" else None
+    if console is not None and not settings.interactive:
+        print("error: --agent-type human needs --interactive (moves come as step commands)",
+              file=sys.stderr)
+        return 2
+    heartbeat: asyncio.Task[None] | None = None
+    try:
+        async with _servers(settings, console) as targets:
+            try:
+                task, agent_id = await _preflight(settings, targets)
+            except WorkerConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            game = GameSession(settings, task, agent_id, targets, telemetry, console=console)
+            telemetry.event("run_started", **_run_fields(settings, task, agent_id))
+            heartbeat = asyncio.create_task(_heartbeat(telemetry, settings.heartbeat_s, game))
+            try:
+                if settings.interactive:
+                    selector = ActionSelector(settings, targets.human or targets.policy,
+                                              console=console)
+                    protocol = Protocol(game, selector, emit)
+                    try:
+                        how = await serve(protocol, stdin_lines(sys.stdin))
+                    finally:
+                        await game.abandon()
+                        await selector.close()
+                    telemetry.event("run_completed", episodes=game.episodes_started,
+                                    ended_by=how)
+                else:
+                    await _autonomous(settings, game)
+                    telemetry.event("run_completed", episodes=game.episodes_started)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                await game.abandon()
+                telemetry.event("run_cancelled", episodes=game.episodes_started)
+                raise
+            except Exception as exc:
+                await game.abandon()
+                log.exception("the run failed")
+                telemetry.event("run_failed", error=f"{type(exc).__name__}: {exc}")
+                return 1
+    except StackError as exc:
+        print(f"error: the local stack did not start: {exc}", file=sys.stderr)
+        telemetry.event("run_failed", error=f"local stack: {exc}")
+        return 1
+    finally:
+        if heartbeat is not None:
+            heartbeat.cancel()
+        telemetry.close()
+    return 0
+
+
+def _run_fields(settings: WorkerSettings, task: str, agent_id: str) -> dict[str, Any]:
+    return {"env_name": settings.env_name, "task": task, "agent_id": agent_id,
+            "agent_type": settings.agent_type, "opponent": settings.opponent,
+            "client_name": settings.client_name, "model_id": settings.model_id,
+            "num_episodes": settings.num_episodes, "max_steps": settings.max_steps,
+            "seed": settings.seed, "interactive": settings.interactive,
+            "max_image_history": settings.max_image_history}
+
+
+async def _heartbeat(telemetry: WorkerTelemetry, every_s: float, game: GameSession) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        episode = game.episode
+        telemetry.event("heartbeat", episodes_started=game.episodes_started,
+                        episode_id=episode.id if episode else None,
+                        step=episode.num_steps if episode else 0)
+
+
+async def _autonomous(settings: WorkerSettings, game: GameSession) -> None:
+    console = Console(stderr=True)
+    total = 0.0
+    for index in range(settings.num_episodes):
+        record = await game.play_episode()
+        total += record["total_reward"]
+        console.print(f"[bold]{record['episode_id']}[/] ({index + 1}/{settings.num_episodes}) "
+                      f"reward {record['total_reward']:.2f}, {record['num_steps']} steps, "
+                      f"{record['end_reason']}, {record['llm_calls']} model calls")
+        if record.get("error"):
+            console.print(f"  [red]error:[/] {record['error']}")
+    console.print(f"done: {settings.num_episodes} episode(s), mean reward "
+                  f"{total / settings.num_episodes:.3f}")
