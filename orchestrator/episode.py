@@ -55,6 +55,11 @@ class EpisodeSetupError(RuntimeError):
     """The episode cannot start for a reason a retry will not fix (unknown task, bad config)."""
 
 
+class PlayerSetupError(EpisodeSetupError):
+    """A policy rejected its seat at Begin (bad agent config, a player that cannot play this
+    game); recorded as ``agent_error``."""
+
+
 @dataclass
 class EpisodePlan:
     """One planned episode: where it runs and with which seed."""
@@ -103,7 +108,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     error, metrics, episode_return, num_steps = "", {}, 0.0, 0
     try:
         opened = await open_env(env_session, plan, spec)
-        seats = await _begin_policies(opened, plan, spec)
+        await _begin_policies(opened, plan, spec, seats)
         next_agents = list(opened.next_agents)
         metrics = dict_from_struct(opened.metrics)
         while next_agents:
@@ -236,8 +241,34 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
     return await _call(session.open, request)
 
 
+async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
+                         ) -> env_pb.OpenResponse:
+    """Open ``plan``'s game on ``session`` and begin every seat's player, then end the players
+    (the caller closes ``session``): a preflight that a bad env option or a player that cannot
+    play this game (a scripted bot for another game, an RL checkpoint for another task, a
+    human seat on a server without a console) stops a run before its first episode.
+
+    Returns the env's OpenResponse. Raises EpisodeSetupError (the env rejects the options),
+    PlayerSetupError (a policy rejects its seat) or InfrastructureFault (a server is lost).
+    """
+    opened = await open_env(session, plan, spec)
+    seats: list[_Seat] = []
+    try:
+        await _begin_policies(opened, plan, spec, seats)
+    finally:
+        end = types_pb2.EpisodeEnd(reason=types_pb2.END_REASON_CANCELLED)
+        for seat in seats:
+            with contextlib.suppress(Exception):
+                await seat.stream.end(end)
+    return opened
+
+
 async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,
-                          ) -> list[_Seat]:
+                          seats: list[_Seat]) -> None:
+    """Begin one Play stream per seat, appending each to ``seats`` as soon as it is open (so
+    the caller ends the ones already begun when a later one fails).
+
+    Raises PlayerSetupError when a policy rejects its seat's Begin."""
     policy = PolicyClient(plan.policy_target)
     try:
         demos = await asyncio.to_thread(  # may read the demo file: off the event loop
@@ -245,20 +276,23 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
             evaluation_seeds(spec, plan.env, plan.task) | {plan.seed})
     except MissingDemonstrationsError as exc:
         raise EpisodeSetupError(str(exc)) from None
-    seats: list[_Seat] = []
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
         stream = policy.play()
         agent, client = spec.seat(agent_id)
         config = struct_from_dict(policy_config_dict(agent, client))
         seats.append(_Seat(agent_id, stream, start, start.observation,
                            uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
-        ready = await _call(stream.begin, pol_pb.Begin(
-            episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
-            agent_id=agent_id, instruction=start.instruction, action_space=start.action_space,
-            agent_config=config, seed=(plan.seed + offset) % 2**64, env_name=plan.env,
-            task=plan.task, record_prompts=spec.eval.save_prompts, demonstrations=demos))
+        try:
+            ready = await _call(stream.begin, pol_pb.Begin(
+                episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
+                agent_id=agent_id, instruction=start.instruction,
+                action_space=start.action_space, agent_config=config,
+                seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
+                record_prompts=spec.eval.save_prompts, demonstrations=demos))
+        except EpisodeSetupError as exc:
+            raise PlayerSetupError(f"the player of {agent_id} ({agent.type}) cannot start: "
+                                   f"{exc}") from None
         seats[-1].label = player_label(ready.strategy, ready.model)
-    return seats
 
 
 def player_label(strategy: str, model: str) -> str:

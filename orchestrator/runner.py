@@ -40,10 +40,11 @@ from orchestrator.episode import (
     EpisodePlan,
     EpisodeSetupError,
     InfrastructureFault,
-    open_env,
+    PlayerSetupError,
+    rehearse_start,
     run_episode,
 )
-from orchestrator.records import EpisodeRecord, StepRecord
+from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.results import atomic_write_text, completed_keys, summarize, write_episode
 from orchestrator.spec import RunSpec
 from orchestrator.stack import LocalStack
@@ -204,6 +205,7 @@ async def _attempt(plan: EpisodePlan, attempt: int, spec: RunSpec,
                    on_fault: Callable[[], None] | None) -> EpisodeRecord | None:
     telemetry.event("episode_started", env=plan.env, task=plan.task,
                     episode_index=plan.episode_index, seed=plan.seed, attempt=attempt)
+    end_reason: EndReason = "env_error"
     try:
         return await run_episode(plan, spec, model_slots=model_slots, on_step=on_step)
     except InfrastructureFault as exc:
@@ -220,11 +222,13 @@ async def _attempt(plan: EpisodePlan, attempt: int, spec: RunSpec,
         error = f"infrastructure fault after {attempt + 1} attempt(s): {exc}"
     except EpisodeSetupError as exc:
         error = f"episode could not start: {exc}"
+        if isinstance(exc, PlayerSetupError):
+            end_reason = "agent_error"
     outcome.errors.append(f"{plan.env}/{plan.task}#{plan.episode_index}: {error}")
     log.error("%s/%s #%d failed: %s", plan.env, plan.task, plan.episode_index, error)
     return EpisodeRecord(run_id=plan.run_id, env=plan.env, task=plan.task,
                          episode_index=plan.episode_index, seed=plan.seed,
-                         end_reason="env_error", error=error,
+                         end_reason=end_reason, error=error,
                          agent_config=spec.agent.model_dump(mode="json"),
                          client_config=spec.client.model_dump(mode="json"),
                          versions=plan.versions,
@@ -273,12 +277,14 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: list[tuple[str, s
                            env_target=env_targets[env], policy_target=policy_target)
         session = EnvClient(plan.env_target).session()
         try:
-            opened = await open_env(session, plan, spec)
+            opened = await rehearse_start(session, plan, spec)
             if spec.agent.max_image_history > 0 and not any(
                     a.observation.HasField("image") and a.observation.image.data
                     for a in opened.agents.values()):
                 log.warning("env %r renders no frames: its episodes run text-only although "
                             "agent.max_image_history=%d", env, spec.agent.max_image_history)
+        except PlayerSetupError as exc:
+            raise PreflightError(f"{env}/{task}: {exc}") from None
         except EpisodeSetupError as exc:
             raise PreflightError(f"env {env!r} rejects the run's options: {exc}") from None
         except InfrastructureFault:
