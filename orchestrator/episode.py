@@ -62,7 +62,12 @@ class PlayerSetupError(EpisodeSetupError):
 
 @dataclass
 class EpisodePlan:
-    """One planned episode: where it runs and with which seed."""
+    """One planned episode: where it runs and with which seed.
+
+    ``seat_policy_targets`` sends chosen seats to another policy server than
+    ``policy_target`` (the llm-worker seats its human player on its own in-process server);
+    ``episode_id`` names the episode in Begin (default ``<run_id>/<env>/<task>/<index>``).
+    """
 
     run_id: str
     env: str
@@ -72,18 +77,147 @@ class EpisodePlan:
     env_target: str
     policy_target: str
     versions: dict[str, str] = field(default_factory=dict)
+    seat_policy_targets: dict[str, str] = field(default_factory=dict)
+    episode_id: str = ""
+
+    @property
+    def begin_id(self) -> str:
+        """The episode id sent to every seat's player."""
+        return self.episode_id or f"{self.run_id}/{self.env}/{self.task}/{self.episode_index}"
 
 
 @dataclass
-class _Seat:
+class Seat:
+    """One agent of the episode and the Play stream of the player on it. ``observation`` is
+    what the agent sees now; ``last_result`` the env's verdict on its last action; ``label``
+    who plays it (from the policy's Ready: "scripted", "naive local/qwen...")."""
+
     agent_id: str
     stream: PlayStream
     start: env_pb.AgentStart
     observation: types_pb2.Observation
     last_result: types_pb2.ActionResult | None = None
     uses_model: bool = True
-    #: Who plays the seat, from the policy's Ready: "scripted", "naive local/qwen...".
     label: str = ""
+
+
+@dataclass
+class Turn:
+    """One seat's move in one env step: the observation it acted on, the policy's Act and,
+    once the env applied it, the seat's transition (None when the step never happened because
+    a player failed)."""
+
+    seat: Seat
+    observation: types_pb2.Observation
+    act: pol_pb.Act
+    step: int
+    result: env_pb.AgentStep | None = None
+
+
+class EpisodeDriver:
+    """One episode, advanced one env step at a time.
+
+    ``start`` opens the game and begins every seat's player; each ``step`` asks the seats in
+    ``next_agents`` for their actions (concurrently; model calls take a ``model_slots`` slot),
+    applies them in one env step, and gives every seat the new observation (turn-based games:
+    the waiting player's board changed too); ``finish`` ends the players and closes the session
+    (always call it, also on errors). ``run_episode`` loops it to the end; the llm-worker
+    advances it one protocol command at a time.
+
+    State after each step: ``num_steps``, ``next_agents``, ``metrics`` (the env's, final once
+    done), ``returns`` (reward summed per agent, waiting seats included), ``last_step`` (the
+    env's StepResponse), and ``end_reason`` (None while running; ``terminated``, ``truncated``
+    or ``agent_error``, with ``error`` saying which player failed and why).
+
+    Raises (from ``start``/``step``): InfrastructureFault (a server is lost: re-queue),
+    EpisodeSetupError / PlayerSetupError (the env or a player rejects the setup).
+    """
+
+    def __init__(self, plan: EpisodePlan, spec: RunSpec, *,
+                 model_slots: asyncio.Semaphore | None = None) -> None:
+        self.plan = plan
+        self.spec = spec
+        self.model_slots = model_slots
+        self.session = EnvClient(plan.env_target).session()
+        self.seats: list[Seat] = []
+        self.next_agents: list[str] = []
+        self.num_steps = 0
+        self.metrics: dict[str, Any] = {}
+        self.returns: dict[str, float] = {}
+        self.end_reason: EndReason | None = None
+        self.error = ""
+        self.last_step: env_pb.StepResponse | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once the episode has ended (or a player failed)."""
+        return self.end_reason is not None
+
+    def seat(self, agent_id: str) -> Seat:
+        """The seat of ``agent_id``. Raises KeyError for an agent not in the game."""
+        for seat in self.seats:
+            if seat.agent_id == agent_id:
+                return seat
+        raise KeyError(agent_id)
+
+    async def start(self) -> env_pb.OpenResponse:
+        """Open the game and begin every seat's player; returns the env's OpenResponse."""
+        opened = await open_env(self.session, self.plan, self.spec)
+        await _begin_policies(opened, self.plan, self.spec, self.seats)
+        self.next_agents = list(opened.next_agents)
+        self.metrics = dict_from_struct(opened.metrics)
+        self.returns = dict.fromkeys(opened.agents, 0.0)
+        return opened
+
+    async def step(self) -> list[Turn]:
+        """Play one env step; returns the acting seats' turns (in seat order).
+
+        A player that answers with an error ends the episode (``agent_error``, ``error`` names
+        the seat) before the env steps; the turns then have no result. Raises RuntimeError when
+        the episode is over.
+        """
+        if self.done:
+            raise RuntimeError("the episode is over")
+        acting = [s for s in self.seats if s.agent_id in self.next_agents]
+        acts = await asyncio.gather(*(_decide(s, self.num_steps, self.model_slots)
+                                      for s in acting))
+        turns = [Turn(seat, seat.observation, act, self.num_steps)
+                 for seat, act in zip(acting, acts, strict=True)]
+        failed = next((t for t in turns if t.act.error.code != 0), None)
+        if failed is not None:
+            self.end_reason = "agent_error"
+            self.error = failed.act.error.message
+            return turns
+        response = await _call(self.session.step,
+                               {t.seat.agent_id: t.act.action for t in turns})
+        if response.error.code != 0:
+            raise InfrastructureFault(f"env rejected the step: {response.error.message}")
+        for turn in turns:
+            turn.result = response.agents[turn.seat.agent_id]
+            turn.seat.last_result = turn.result.action_result
+        for seat in self.seats:
+            if seat.agent_id in response.agents:
+                result = response.agents[seat.agent_id]
+                seat.observation = result.observation
+                self.returns[seat.agent_id] = (self.returns.get(seat.agent_id, 0.0)
+                                               + result.reward)
+        self.last_step = response
+        self.num_steps = int(response.step)
+        self.metrics = dict_from_struct(response.metrics)
+        self.next_agents = list(response.next_agents)
+        if response.HasField("episode_end"):
+            self.end_reason = _END_REASONS.get(response.episode_end.reason, "truncated")
+            self.metrics = dict_from_struct(response.episode_end.metrics) or self.metrics
+            self.error = response.episode_end.detail
+        elif not self.next_agents:
+            self.end_reason = "truncated"
+        return turns
+
+    async def finish(self, end_reason: str | None = None) -> None:
+        """End every player's stream and close the env session (errors ignored: the servers
+        may be gone). ``end_reason`` overrides the driver's (e.g. ``cancelled``)."""
+        await _finish(self.session, self.seats, end_reason or self.end_reason or "cancelled",
+                      self.metrics, self.num_steps)
 
 
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
@@ -96,98 +230,77 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     EpisodeSetupError (give up).
     """
     started_wall, started = datetime.now(UTC), time.perf_counter()
-    env_session = EnvClient(plan.env_target).session()
-    seats: list[_Seat] = []
+    driver = EpisodeDriver(plan, spec, model_slots=model_slots)
     steps: list[StepRecord] = []
     failed: list[str] = []
     applied = Counter[str]()
     usage = Counter[str]()
     by_model: dict[str, dict[str, float]] = {}
     prompts: list[dict[str, Any]] = []
-    end_reason: EndReason = "truncated"
-    error, metrics, episode_return, num_steps = "", {}, 0.0, 0
+    ending: str | None = None
     try:
-        opened = await open_env(env_session, plan, spec)
-        await _begin_policies(opened, plan, spec, seats)
-        next_agents = list(opened.next_agents)
-        metrics = dict_from_struct(opened.metrics)
-        while next_agents:
-            acting = [s for s in seats if s.agent_id in next_agents]
-            acts = await asyncio.gather(*(_decide(s, num_steps, model_slots)
-                                          for s in acting))
-            for seat, act in zip(acting, acts, strict=True):
-                _account(usage, by_model, act)
-                if act.prompt_json:
-                    prompts.append({"step": num_steps, "agent_id": seat.agent_id,
-                                    "model": act.model, "prompt": json.loads(act.prompt_json)})
-            agent_error = next((a.error.message for a in acts if a.error.code != 0), None)
-            if agent_error is not None:
-                end_reason, error = "agent_error", agent_error
-                break
-            response = await _call(env_session.step,
-                                   {s.agent_id: a.action for s, a in zip(acting, acts,
-                                                                         strict=True)})
-            if response.error.code != 0:
-                raise InfrastructureFault(f"env rejected the step: {response.error.message}")
-            for seat, act in zip(acting, acts, strict=True):
-                result = response.agents[seat.agent_id]
-                if not result.action_result.valid:
-                    failed.append(act.raw_completion or act.action.text)
-                applied[result.action_result.applied_action.text] += 1
-                record = StepRecord(
-                    step=num_steps, agent_id=seat.agent_id,
-                    observation=_observation_text(seat.observation),
-                    raw_completion=act.raw_completion or act.action.text,
-                    action=result.action_result.applied_action.text,
-                    valid=result.action_result.valid, reasoning=act.reasoning,
-                    reward=result.reward, done=result.terminated or result.truncated,
-                    input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,
-                    cached_input_tokens=act.usage.cached_input_tokens,
-                    reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s),
-                    model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts))
+        await driver.start()
+        while not driver.done:
+            for turn in await driver.step():
+                _account(usage, by_model, turn.act)
+                if turn.act.prompt_json:
+                    prompts.append({"step": turn.step, "agent_id": turn.seat.agent_id,
+                                    "model": turn.act.model,
+                                    "prompt": json.loads(turn.act.prompt_json)})
+                if turn.result is None:
+                    continue
+                record = _step_record(turn)
+                if not record.valid:
+                    failed.append(record.raw_completion)
+                applied[record.action] += 1
                 if spec.eval.save_trajectories:
                     steps.append(record)
                 if on_step is not None:
                     on_step(plan, record)
-                seat.last_result = result.action_result
-            # every seat sees the new state, including those that did not act this step
-            # (turn-based games: the waiting player's board changed too); the return sums the
-            # rewards of all seats, so a reward that lands on a waiting seat is not lost
-            for seat in seats:
-                if seat.agent_id in response.agents:
-                    result = response.agents[seat.agent_id]
-                    seat.observation = result.observation
-                    episode_return += result.reward
-            num_steps = int(response.step)
-            metrics = dict_from_struct(response.metrics)
-            next_agents = list(response.next_agents)
-            if response.HasField("episode_end"):
-                end_reason = _END_REASONS.get(response.episode_end.reason, "truncated")
-                metrics = dict_from_struct(response.episode_end.metrics) or metrics
-                break
     except BaseException:
-        end_reason = "cancelled"  # what the servers are told; the caller decides what it was
+        ending = "cancelled"  # what the servers are told; the caller decides what it was
         raise
     finally:
-        await _finish(env_session, seats, end_reason, metrics, num_steps)
+        await driver.finish(ending)
+    end_reason: EndReason = driver.end_reason or "truncated"
+    metrics = driver.metrics
     progression = float(metrics.get("progression", 0.0))
     return EpisodeRecord(
         run_id=plan.run_id, env=plan.env, task=plan.task, episode_index=plan.episode_index,
-        seed=plan.seed, end_reason=end_reason, error=error,
-        done=end_reason in ("terminated", "truncated"), episode_return=episode_return,
-        num_steps=num_steps, progression=min(1.0, max(0.0, progression)), stats=metrics,
+        seed=plan.seed, end_reason=end_reason,
+        error=driver.error if end_reason == "agent_error" else "",
+        done=end_reason in ("terminated", "truncated"),
+        episode_return=sum(driver.returns.values()), num_steps=driver.num_steps,
+        progression=min(1.0, max(0.0, progression)), stats=metrics,
         failed_candidates=failed, action_frequency=dict(applied),
         input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
         cached_input_tokens=usage["cached_input_tokens"],
         reasoning_tokens=usage["reasoning_tokens"], usage_by_model=by_model, prompts=prompts,
         agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
-        players=_seat_records(spec, seats),
+        players=_seat_records(spec, driver.seats),
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
         wall_time_s=time.perf_counter() - started, steps=steps)
 
 
-def _seat_records(spec: RunSpec, seats: list[_Seat]) -> dict[str, dict[str, Any]]:
+def _step_record(turn: Turn) -> StepRecord:
+    """The trajectory record of one applied turn."""
+    act, result = turn.act, turn.result
+    assert result is not None
+    return StepRecord(
+        step=turn.step, agent_id=turn.seat.agent_id,
+        observation=observation_text(turn.observation),
+        raw_completion=act.raw_completion or act.action.text,
+        action=result.action_result.applied_action.text,
+        valid=result.action_result.valid, reasoning=act.reasoning,
+        reward=result.reward, done=result.terminated or result.truncated,
+        input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,
+        cached_input_tokens=act.usage.cached_input_tokens,
+        reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s),
+        model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts))
+
+
+def _seat_records(spec: RunSpec, seats: list[Seat]) -> dict[str, dict[str, Any]]:
     """Per seat of a multi-agent game: its run-spec ``players`` entry (when any) plus
     ``player``, who played it. Single-agent episodes keep only the spec's entries."""
     out = {agent_id: player.model_dump(mode="json", exclude_none=True)
@@ -227,7 +340,7 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
     request = env_pb.OpenRequest(
         task=f"{plan.env}:{plan.task}", seed=plan.seed,
         observation=env_pb.ObservationOptions(
-            include_image=spec.agent.max_image_history > 0,
+            include_image=any(agent.max_image_history > 0 for agent, _ in spec.seat_configs()),
             include_tensors=any(agent.type in TENSOR_AGENT_TYPES
                                 for agent, _ in spec.seat_configs()),
             feedback_on_invalid_action=spec.eval.feedback_on_invalid_action),
@@ -252,7 +365,7 @@ async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
     PlayerSetupError (a policy rejects its seat) or InfrastructureFault (a server is lost).
     """
     opened = await open_env(session, plan, spec)
-    seats: list[_Seat] = []
+    seats: list[Seat] = []
     try:
         await _begin_policies(opened, plan, spec, seats)
     finally:
@@ -264,12 +377,11 @@ async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
 
 
 async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,
-                          seats: list[_Seat]) -> None:
+                          seats: list[Seat]) -> None:
     """Begin one Play stream per seat, appending each to ``seats`` as soon as it is open (so
     the caller ends the ones already begun when a later one fails).
 
     Raises PlayerSetupError when a policy rejects its seat's Begin."""
-    policy = PolicyClient(plan.policy_target)
     try:
         demos = await asyncio.to_thread(  # may read the demo file: off the event loop
             load_demonstrations, spec, plan.env, plan.task,
@@ -277,14 +389,14 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
     except MissingDemonstrationsError as exc:
         raise EpisodeSetupError(str(exc)) from None
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
-        stream = policy.play()
+        stream = PolicyClient(plan.seat_policy_targets.get(agent_id, plan.policy_target)).play()
         agent, client = spec.seat(agent_id)
         config = struct_from_dict(policy_config_dict(agent, client))
-        seats.append(_Seat(agent_id, stream, start, start.observation,
+        seats.append(Seat(agent_id, stream, start, start.observation,
                            uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
         try:
             ready = await _call(stream.begin, pol_pb.Begin(
-                episode_id=f"{plan.run_id}/{plan.env}/{plan.task}/{plan.episode_index}",
+                episode_id=plan.begin_id,
                 agent_id=agent_id, instruction=start.instruction,
                 action_space=start.action_space, agent_config=config,
                 seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
@@ -301,7 +413,7 @@ def player_label(strategy: str, model: str) -> str:
     return strategy if not model or model == strategy else f"{strategy} {model}"
 
 
-async def _decide(seat: _Seat, step: int, model_slots: asyncio.Semaphore | None,
+async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,
                   ) -> pol_pb.Act:
     observe = pol_pb.Observe(observation=seat.observation, step=step)
     if seat.last_result is not None:
@@ -312,7 +424,7 @@ async def _decide(seat: _Seat, step: int, model_slots: asyncio.Semaphore | None,
         return await _call(seat.stream.observe, observe)
 
 
-async def _finish(session: EnvSession, seats: list[_Seat], end_reason: str,
+async def _finish(session: EnvSession, seats: list[Seat], end_reason: str,
                   metrics: dict[str, Any], num_steps: int) -> None:
     reason = next((k for k, v in _END_REASONS.items() if v == end_reason),
                   types_pb2.END_REASON_CANCELLED)
@@ -325,7 +437,7 @@ async def _finish(session: EnvSession, seats: list[_Seat], end_reason: str,
         await session.close()
 
 
-def _observation_text(obs: types_pb2.Observation) -> str:
+def observation_text(obs: types_pb2.Observation) -> str:
     long_term = obs.text.get("long_term_context", "")
     short_term = obs.text.get("short_term_context", "")
     return f"{long_term}\n{short_term}".strip("\n") if short_term else long_term

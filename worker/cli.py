@@ -273,7 +273,7 @@ async def _heartbeat(telemetry: WorkerTelemetry, every_s: float, game: GameSessi
         episode = game.episode
         telemetry.event("heartbeat", episodes_started=game.episodes_started,
                         episode_id=episode.id if episode else None,
-                        step=episode.num_steps if episode else 0)
+                        step=episode.driver.num_steps if episode else 0)
 
 
 async def _autonomous(settings: WorkerSettings, game: GameSession) -> None:
