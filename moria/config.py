@@ -115,6 +115,14 @@ class ClientConfig(_Strict):
         description="Reasoning models: tokens the model may spend thinking (Anthropic "
         "budget_tokens, Gemini thinking_budget, OpenRouter reasoning.max_tokens).",
     )
+    local_contexts: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="local: llama.cpp contexts kept per model; prompts with different first "
+        "messages (the seats of a multi-agent game) get their own, so each keeps its KV-cache "
+        "prefix instead of re-evaluating the whole prompt on every turn",
+    )
     max_concurrency: int = Field(
         default=64,
         ge=1,

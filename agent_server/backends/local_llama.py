@@ -2,7 +2,10 @@
 
 A model is loaded once per process per (GGUF path, n_ctx) and shared by every backend instance.
 ``Llama`` is not thread-safe: calls run in worker threads (``asyncio.to_thread``) and are
-serialized per model by a lock. Chat prompts use the GGUF's own chat template.
+serialized per model by a lock. ``client.local_contexts`` > 1 keeps several llama.cpp contexts
+of the model, one per distinct first prompt message (each seat of a multi-agent game has its
+own instruction), so alternating seats stop evicting each other's KV-cache prefix. Chat
+prompts use the GGUF's own chat template.
 
 Speed and determinism: the sampler is seeded per call (``extra["seed"]``, default 0). By default
 the model's KV cache is kept between calls and llama.cpp evaluates only the tokens after the
@@ -19,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import hashlib
 import inspect
 import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,12 +57,75 @@ DEFAULT_N_CTX = 8192
 
 @dataclass
 class _Loaded:
-    llm: Llama
+    """One model: its llama.cpp contexts (each with its own KV cache) and the lock that lets
+    one call at a time run on it (generation is CPU-bound: parallel calls on one machine only
+    fight over the cores). ``owners`` maps a prompt's first message (its sha256) to the context
+    that last served it, most recent last."""
+
+    path: Path
+    n_ctx: int
+    n_threads: int
     lock: threading.Lock
+    contexts: list[Llama] = field(default_factory=list)
+    owners: OrderedDict[str, int] = field(default_factory=OrderedDict)
+
+    @property
+    def llm(self) -> Llama:
+        """The first context (loaded with the model)."""
+        return self.contexts[0]
+
+    def context_for(self, first_message: str, limit: int) -> Llama:
+        """The context for a prompt opening with ``first_message``: the one that served the
+        same opening last, else a new one while fewer than ``limit`` exist, else the least
+        recently used one. Each seat or task of a run opens its prompts with its own
+        instruction, so with enough contexts each keeps its KV-cache prefix across turns
+        instead of evicting the others'. Call with ``lock`` held. Raises ``BackendError``."""
+        key = hashlib.sha256(first_message.encode()).hexdigest()
+        index = self.owners.get(key)
+        if index is None:
+            if len(self.contexts) < limit:
+                self.contexts.append(_new_llama(self.path, self.n_ctx, self.n_threads))
+                index = len(self.contexts) - 1
+            else:
+                used = list(self.owners.values())
+                idle = [i for i in range(len(self.contexts)) if i not in used]
+                index = idle[0] if idle else used[0]  # oldest owner's context
+            for other in [k for k, i in self.owners.items() if i == index]:
+                del self.owners[other]
+        self.owners[key] = index
+        self.owners.move_to_end(key)
+        return self.contexts[index]
 
 
 _models: dict[tuple[str, int], _Loaded] = {}
 _models_lock = threading.Lock()
+
+
+def _new_llama(path: Path, n_ctx: int, n_threads: int) -> Llama:
+    """A new llama.cpp context for ``path`` (weights are memory-mapped, so extra contexts of
+    one model share them). Raises ``BackendError``."""
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise BackendError(
+            "the local backend needs llama-cpp-python (build it with "
+            'CMAKE_ARGS="-DGGML_NATIVE=OFF")',
+            provider="local",
+        ) from exc
+    start = time.perf_counter()
+    try:
+        llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise BackendError(f"cannot load local model {path}: {exc}", provider="local") from exc
+    _attach_prompt_cache(llm)
+    log.info(
+        "loaded %s (n_ctx=%d, %d threads) in %.2fs",
+        path.name,
+        n_ctx,
+        n_threads,
+        time.perf_counter() - start,
+    )
+    return llm
 
 
 def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
@@ -67,30 +135,10 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
         loaded = _models.get(key)
         if loaded is not None:
             return loaded
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:
-            raise BackendError(
-                "the local backend needs llama-cpp-python (build it with "
-                'CMAKE_ARGS="-DGGML_NATIVE=OFF")',
-                provider="local",
-            ) from exc
-        start = time.perf_counter()
-        try:
-            llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=False)
-        except (ValueError, RuntimeError, OSError) as exc:
-            raise BackendError(f"cannot load local model {path}: {exc}", provider="local") from exc
-        _attach_prompt_cache(llm)
-        log.info(
-            "loaded %s (n_ctx=%d, %d threads) in %.2fs",
-            path.name,
-            n_ctx,
-            n_threads,
-            time.perf_counter() - start,
-        )
+        llm = _new_llama(path, n_ctx, n_threads)
         if not _models:
             atexit.register(unload_all)  # free before interpreter teardown (no noisy __del__)
-        loaded = _models[key] = _Loaded(llm, threading.Lock())
+        loaded = _models[key] = _Loaded(path, n_ctx, n_threads, threading.Lock(), [llm])
         return loaded
 
 
@@ -127,7 +175,8 @@ def unload_all() -> None:
     with _models_lock:
         for loaded in _models.values():
             with loaded.lock:
-                loaded.llm.close()
+                for llm in loaded.contexts:
+                    llm.close()
         _models.clear()
 
 
@@ -222,10 +271,12 @@ class LocalLlamaBackend(Backend):
             kwargs["grammar"] = choices_grammar(tuple(params.choices))
         loaded = self._model()
         with loaded.lock:
+            llm = loaded.context_for(str(wire[0]["content"]) if wire else "",
+                                     self._client_cfg.local_contexts)
             if not cache_prompt:
-                loaded.llm.reset()
+                llm.reset()
             try:
-                response: Any = loaded.llm.create_chat_completion(
+                response: Any = llm.create_chat_completion(
                     messages=wire, max_tokens=params.max_tokens, seed=seed, **kwargs
                 )
             except ValueError as exc:  # e.g. "Requested tokens (...) exceed context window"

@@ -164,3 +164,48 @@ async def test_qwen_is_joined_verified_once_and_runs(
         game_chat(PROMPTS[0]), GenerateParams(temperature=0.0, max_tokens=8)
     )
     assert out.text.strip() and out.usage.output_tokens > 0
+
+
+@pytest.mark.asyncio
+async def test_seats_with_their_own_contexts_keep_their_prompt_prefix() -> None:
+    """Two seats alternate (different first messages). With ``local_contexts=2`` each gets
+    its own llama.cpp context, whose KV state still starts with that seat's own prompt after
+    the other seat's call; the answers equal those of a fresh one-context backend."""
+    from agent_server.backends import local_llama
+
+    seats = [
+        [ChatMessage("system", "You are agent_0 of the green team. Answer with one action."),
+         ChatMessage("user", PROMPTS[0])],
+        [ChatMessage("system", "You are agent_2 of the blue team. Answer with one action."),
+         ChatMessage("user", PROMPTS[1])],
+    ]
+    client = SMOL.model_copy(update={"local_contexts": 2, "model_id": "smollm2-135m-instruct"})
+    backend = LocalLlamaBackend(client, n_ctx=1024)  # its own model entry: fresh contexts
+    params = GenerateParams(temperature=0.0, max_tokens=8)
+    for _ in range(2):
+        for chat in seats:
+            await backend.complete(chat, params)
+    loaded = backend._model()
+    assert len(loaded.contexts) == 2
+    assert len(set(loaded.owners.values())) == 2  # one context per seat
+    for chat in seats:
+        llm = loaded.context_for(chat[0].content, 2)
+        prefix = llm.tokenize(chat[0].content.encode(), add_bos=False)
+        held = list(llm._input_ids)
+        assert any(held[i:i + len(prefix)] == prefix for i in range(8)), \
+            "the context no longer holds its seat's prompt"
+    local_llama.unload_all()
+
+
+def test_context_choice_reuses_owner_then_least_recent() -> None:
+    from agent_server.backends.local_llama import _Loaded
+
+    contexts: list = ["ctx0", "ctx1"]
+    loaded = _Loaded(Path("m.gguf"), 512, 1, threading.Lock(), contexts)
+    assert loaded.context_for("seat A", 2) == "ctx0"
+    assert loaded.context_for("seat B", 2) == "ctx1"
+    assert loaded.context_for("seat A", 2) == "ctx0"  # its owner again
+    assert loaded.context_for("seat C", 2) == "ctx1"  # B was used least recently
+    assert loaded.context_for("seat A", 2) == "ctx0"
+    assert loaded.context_for("seat B", 2) == "ctx1"  # C took it; B gets C's context back
+    assert loaded.context_for("seat D", 1) == "ctx0"  # limit 1: the oldest owner's context
