@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from moria.metrics import serve_metrics_if_asked
 from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
 from moria.server import (
     Drain,
@@ -12,6 +13,7 @@ from moria.server import (
     add_server_arguments,
     run_until_signalled,
     server_main,
+    server_options_from_args,
 )
 
 
@@ -28,12 +30,14 @@ async def serve(args: argparse.Namespace) -> None:
     """Start the server and block until SIGTERM/SIGINT, then drain."""
     from agent_server.service import PolicyServicer
 
+    options = server_options_from_args(args)  # fails fast on a bad TLS/token setting
     drain = Drain()
     servicer = PolicyServicer(drain=drain, capacity=args.capacity)
+    serve_metrics_if_asked(args.metrics_address, servicer.metrics.registry)
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
         [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
-        address=args.address, drain=drain, grace_s=args.grace)
+        address=args.address, drain=drain, grace_s=args.grace, **options)
     await run_until_signalled(server, servicer.aclose)
 
 

@@ -21,7 +21,15 @@ from pydantic import ValidationError
 
 import moria
 from agent_server.backends import create_backend, missing_api_key
-from agent_server.backends.base import Backend, BackendError, ConcurrencyLimited, TokenUsage
+from agent_server.backends.base import (
+    Backend,
+    BackendError,
+    ChatMessage,
+    Completion,
+    ConcurrencyLimited,
+    GenerateParams,
+    TokenUsage,
+)
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.llm import LLMStrategy
@@ -29,6 +37,7 @@ from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsol
 from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, ClientName
+from moria.metrics import POLICY_SERVICE, Metrics
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from moria.server import Drain
@@ -66,12 +75,15 @@ def _uses_backend(agent: AgentConfig) -> bool:
 class PolicyServicer(pol_grpc.PolicyServiceServicer):
     """Serves strategies over the backends; ``capacity`` bounds concurrent Play streams.
     ``human_console``: where ``human`` players' moves come from (None: this server cannot seat
-    a human, and such a Begin is rejected)."""
+    a human, and such a Begin is rejected). ``metrics``: where streams, acts, model calls,
+    retries and RPC errors are counted (default: a fresh ``Metrics`` with its own registry;
+    serve ``servicer.metrics.registry`` with ``moria.metrics.start_metrics_http``)."""
 
     def __init__(self, *, drain: Drain, capacity: int = 256,
-                 human_console: HumanConsole | None = None):
+                 human_console: HumanConsole | None = None, metrics: Metrics | None = None):
         self.drain = drain
         self.human_console = human_console
+        self.metrics = metrics if metrics is not None else Metrics()
         self.capacity = capacity
         self.active = 0
         self._backends: dict[str, Backend] = {}
@@ -84,7 +96,9 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                          sort_keys=True)
         backend = self._backends.get(key)
         if backend is None:
-            backend = ConcurrencyLimited(create_backend(client), client.max_concurrency)
+            metered = _Metered(create_backend(client), self.metrics, client.client_name,
+                               client.model_id or "default")
+            backend = ConcurrencyLimited(metered, client.max_concurrency)
             self._backends[key] = backend
         return backend
 
@@ -122,7 +136,28 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
 
     async def Play(self, request_iterator: Any, context: Any) -> None:
         stream = _PlayStream(self, context)
-        await stream.serve()
+        with self.metrics.rpc(POLICY_SERVICE, context):
+            await stream.serve()
+
+
+class _Metered(Backend):
+    """A backend whose calls are timed into ``moria_model_latency_seconds`` (labels
+    ``backend``/``model``) and whose retries are counted in ``moria_model_retries_total``."""
+
+    def __init__(self, inner: Backend, metrics: Metrics, backend: str, model: str):
+        self.inner = inner
+        self.name = inner.name
+        self._metrics = metrics
+        self._labels = (backend, model)
+
+    async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
+        """``inner.complete``, metered. Raises what ``inner`` raises."""
+        with self._metrics.model_call(*self._labels):
+            return await self.inner.complete(messages, params)
+
+    async def aclose(self) -> None:
+        """Close the wrapped backend."""
+        await self.inner.aclose()
 
 
 class _PlayStream:
@@ -134,6 +169,7 @@ class _PlayStream:
         self.calls = 0
         self.uses_backend = False
         self.model = ""
+        self.strategy_name = ""
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
         await self.context.abort(code, message)
@@ -158,6 +194,7 @@ class _PlayStream:
                         await self.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                          f"policy capacity reached ({self.server.capacity})")
                     self.server.active += 1
+                    self.server.metrics.active_streams.inc()
                     claimed = True
                     with self.server.drain.track():
                         await self.context.write(await self._begin(request.begin))
@@ -168,6 +205,7 @@ class _PlayStream:
         finally:
             if claimed:
                 self.server.active -= 1
+                self.server.metrics.active_streams.dec()
 
     async def _begin(self, begin: pol_pb.Begin) -> pol_pb.PlayResponse:
         try:
@@ -198,6 +236,7 @@ class _PlayStream:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         self.model = (f"{client.client_name}/{client.model_id or 'default'}"
                       if self.uses_backend else agent.type)
+        self.strategy_name = agent.type
         return pol_pb.PlayResponse(ready=pol_pb.Ready(strategy=agent.type, model=self.model))
 
     async def _turns(self) -> None:
@@ -207,7 +246,9 @@ class _PlayStream:
                 return
             kind = request.WhichOneof("request")
             if kind == "observe":
-                await self.context.write(pol_pb.PlayResponse(act=await self._act(request.observe)))
+                act = await self._act(request.observe)
+                self.server.metrics.act(self.strategy_name)
+                await self.context.write(pol_pb.PlayResponse(act=act))
             elif kind == "end":
                 usage = _usage_proto(self.total, self.calls)
                 await self.context.write(pol_pb.PlayResponse(

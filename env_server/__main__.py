@@ -7,12 +7,14 @@ import sys
 
 from env_server.families import FAMILIES
 from moria.env.v1 import env_service_pb2, env_service_pb2_grpc
+from moria.metrics import serve_metrics_if_asked
 from moria.server import (
     Drain,
     MoriaServer,
     add_server_arguments,
     run_until_signalled,
     server_main,
+    server_options_from_args,
 )
 
 
@@ -30,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated families whose games run in worker processes "
                         "(default: the families that ask for it, e.g. nle, minihack); "
                         "'' for none")
+    parser.add_argument("--max-action-chars", type=int, default=None,
+                        help="an Action text longer than this many characters is judged an "
+                        "invalid action: the game applies its default action (default 4096, "
+                        "env_server.service.MAX_ACTION_CHARS)")
     add_server_arguments(parser, default_address="127.0.0.1:50051")
     return parser
 
@@ -43,16 +49,20 @@ async def serve(args: argparse.Namespace) -> None:
     if unknown:
         raise SystemExit(f"unknown family {unknown[0]!r}; available: "
                          + ", ".join(sorted(FAMILIES)))
+    options = server_options_from_args(args)  # fails fast on a bad TLS/token setting
     drain = Drain()
     isolate = (None if args.isolate is None
                else [f.strip() for f in args.isolate.split(",") if f.strip()])
     servicer = EnvServicer(families, drain=drain, capacity=args.capacity,
                            idle_timeout_s=args.idle_timeout, workers=args.workers,
-                           process_families=isolate)
+                           process_families=isolate,
+                           **({} if args.max_action_chars is None
+                              else {"max_action_chars": args.max_action_chars}))
+    serve_metrics_if_asked(args.metrics_address, servicer.metrics.registry)
     server = MoriaServer(
         [lambda s: env_service_pb2_grpc.add_EnvServiceServicer_to_server(servicer, s)],
         [env_service_pb2.DESCRIPTOR.services_by_name["EnvService"].full_name],
-        address=args.address, drain=drain, grace_s=args.grace)
+        address=args.address, drain=drain, grace_s=args.grace, **options)
     await run_until_signalled(server, servicer.shutdown)
 
 

@@ -6,7 +6,9 @@ Session rules (see protos/moria/env/v1/env_service.proto):
 - while draining, new sessions get UNAVAILABLE; open ones run to completion;
 - a session idle for ``idle_timeout_s`` is ended with DEADLINE_EXCEEDED (the idle reaper);
 - an exception inside the game ends that session only, with INTERNAL;
-- game code runs on a thread pool, never on the event loop.
+- game code runs on a thread pool, never on the event loop;
+- an Action text longer than ``max_action_chars`` (default 4096) is an invalid action, in band:
+  the game applies its default action (see ``MAX_ACTION_CHARS``).
 """
 
 from __future__ import annotations
@@ -46,24 +48,42 @@ from moria.codecs import CodecError, dict_from_struct, image_from_rgb, struct_fr
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
+from moria.metrics import ENV_SERVICE, Metrics
 from moria.server import Drain
 
 log = logging.getLogger("moria.env")
 T = TypeVar("T")
 
+#: Longest Action text a game receives (characters). A longer text is judged an invalid action,
+#: in band like any other answer that is not a legal move: the game receives the index -1 (no
+#: family has it), applies its default action and reports ``valid=False`` with its usual
+#: feedback. The stream and the episode go on; the text itself is never passed on or echoed.
+MAX_ACTION_CHARS = 4096
+#: What the game receives in place of an over-long text: an index no action list holds.
+OVERSIZE_ACTION: SubmittedAction = -1
+
 
 class EnvServicer(env_grpc.EnvServiceServicer):
     """Hosts one or more families. ``capacity``: max concurrent sessions;
-    ``idle_timeout_s``: idle reaper limit; ``workers``: game thread-pool size."""
+    ``idle_timeout_s``: idle reaper limit; ``workers``: game thread-pool size; ``metrics``:
+    where open sessions, steps and RPC errors are counted (default: a fresh ``Metrics`` with
+    its own registry; serve ``servicer.metrics.registry`` with
+    ``moria.metrics.start_metrics_http``)."""
 
     def __init__(self, families: Sequence[str], *, drain: Drain, capacity: int = 64,
                  idle_timeout_s: float = 600.0, workers: int = 8,
-                 process_families: Sequence[str] | None = None):
+                 process_families: Sequence[str] | None = None,
+                 metrics: Metrics | None = None,
+                 max_action_chars: int = MAX_ACTION_CHARS):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.families: dict[str, Family] = {name: load_family(name) for name in families}
         self.drain = drain
+        self.metrics = metrics if metrics is not None else Metrics()
         self.capacity = capacity
+        if max_action_chars < 1:
+            raise ValueError(f"max_action_chars must be >= 1, got {max_action_chars}")
+        self.max_action_chars = max_action_chars
         self.idle_timeout_s = idle_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="game")
         self._open = 0
@@ -84,19 +104,21 @@ class EnvServicer(env_grpc.EnvServiceServicer):
 
     async def ListTasks(self, request: env_pb.ListTasksRequest, context: Any,
                         ) -> env_pb.ListTasksResponse:
-        names = [request.family] if request.family else sorted(self.families)
-        unknown = [n for n in names if n not in self.families]
-        if unknown:
-            await context.abort(grpc.StatusCode.NOT_FOUND,
-                                f"family {unknown[0]!r} is not hosted here; hosted: "
-                                + ", ".join(sorted(self.families)))
-        tasks = []
-        for name in names:
-            infos = await self._run(self.families[name].list_tasks)
-            tasks.extend(env_pb.TaskInfo(family=t.family, task=t.task, description=t.description,
-                                         max_steps=t.max_steps, default_action=t.default_action,
-                                         num_agents=t.num_agents) for t in infos)
-        return env_pb.ListTasksResponse(tasks=tasks)
+        with self.metrics.rpc(ENV_SERVICE, context):
+            names = [request.family] if request.family else sorted(self.families)
+            unknown = [n for n in names if n not in self.families]
+            if unknown:
+                await context.abort(grpc.StatusCode.NOT_FOUND,
+                                    f"family {unknown[0]!r} is not hosted here; hosted: "
+                                    + ", ".join(sorted(self.families)))
+            tasks = []
+            for name in names:
+                infos = await self._run(self.families[name].list_tasks)
+                tasks.extend(env_pb.TaskInfo(
+                    family=t.family, task=t.task, description=t.description,
+                    max_steps=t.max_steps, default_action=t.default_action,
+                    num_agents=t.num_agents) for t in infos)
+            return env_pb.ListTasksResponse(tasks=tasks)
 
     # ---- the session stream -------------------------------------------------------------
 
@@ -104,7 +126,8 @@ class EnvServicer(env_grpc.EnvServiceServicer):
         session = _Session(self, context, f"s{next(self._ids)}-{uuid.uuid4().hex[:6]}")
         self.sessions[session.session_id] = session
         try:
-            await session.serve()
+            with self.metrics.rpc(ENV_SERVICE, context):
+                await session.serve()
         finally:
             self.sessions.pop(session.session_id, None)
             try:
@@ -121,10 +144,12 @@ class EnvServicer(env_grpc.EnvServiceServicer):
         if self._open >= self.capacity:
             return False
         self._open += 1
+        self.metrics.active_sessions.inc()
         return True
 
     def _release_slot(self) -> None:
         self._open -= 1
+        self.metrics.active_sessions.dec()
 
     def open_game(self, family: Family, task: str, options: GameOptions) -> Game:
         """Open a game in-process or, for isolated families, in a worker process."""
@@ -158,6 +183,7 @@ class _Session:
         self.context = context
         self.session_id = session_id
         self.game: Game | None = None
+        self.family_name = ""
         self.options: GameOptions | None = None
         self.obs = env_pb.ObservationOptions()
         self.next_agents: list[str] = []
@@ -231,6 +257,7 @@ class _Session:
             family, task = self.server.resolve(req.task)
         except TaskNotFoundError as exc:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        self.family_name = family.name
         self.obs = req.observation
         self.options = GameOptions(
             seed=req.seed,
@@ -278,7 +305,8 @@ class _Session:
             await self.abort(grpc.StatusCode.FAILED_PRECONDITION,
                              "'step' after the episode ended; send 'reset' or 'close'")
         actions: dict[str, SubmittedAction] = {
-            agent_id: submitted_action(action) for agent_id, action in req.actions.items()}
+            agent_id: self._submitted(agent_id, action)
+            for agent_id, action in req.actions.items()}
         problem = _check_turn(actions, self.next_agents)
         if problem:
             return env_pb.SessionResponse(step=env_pb.StepResponse(
@@ -286,6 +314,7 @@ class _Session:
                 error=status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=problem)))
         result = await self.server._run(self.game.step, actions)
         self.steps += 1
+        self.server.metrics.step(self.family_name)
         self.next_agents = list(result.next_agents)
         response = env_pb.StepResponse(next_agents=self.next_agents, step=self.steps,
                                        metrics=struct_from_dict(result.metrics))
@@ -307,6 +336,15 @@ class _Session:
                                               num_steps=self.steps)
             response.episode_end.CopyFrom(self.ended)
         return env_pb.SessionResponse(step=response)
+
+    def _submitted(self, agent_id: str, action: types_pb2.Action) -> SubmittedAction:
+        """The game's view of one wire Action; a text over ``max_action_chars`` becomes
+        ``OVERSIZE_ACTION`` (judged invalid by the game)."""
+        if action.WhichOneof("kind") == "text" and len(action.text) > self.server.max_action_chars:
+            log.info("%s: %s sent a %d-character action text (cap %d): judged invalid",
+                     self.session_id, agent_id, len(action.text), self.server.max_action_chars)
+            return OVERSIZE_ACTION
+        return submitted_action(action)
 
     async def _on_render(self, req: env_pb.RenderRequest) -> env_pb.SessionResponse:
         assert self.game is not None

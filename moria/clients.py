@@ -2,13 +2,19 @@
 
 One channel per target, reused (``channel_for``). Streams are driven in lockstep: every request
 gets exactly one response. RPC failures surface as ``grpc.aio.AioRpcError`` with the server's
-status code (NOT_FOUND, FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAVAILABLE, INTERNAL, ...).
+status code (NOT_FOUND, FAILED_PRECONDITION, RESOURCE_EXHAUSTED, UNAVAILABLE, INTERNAL,
+UNAUTHENTICATED, ...).
+
+Transport security (TLS, mTLS, bearer token, message limit) comes from ``configure_transport``,
+set once per process (e.g. by the orchestrator from its run spec's ``endpoints``), for every
+target or for listed ones; a client may also pass a ``TransportSecurity`` explicitly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -20,19 +26,79 @@ from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
-from moria.server import GRPC_OPTIONS
+from moria.security import (
+    SecurityConfigError,
+    TlsConfig,
+    TransportSecurity,
+    is_local_target,
+    open_channel,
+    transport_security,
+)
 
-# grpc.aio channels belong to the event loop that created them: key by (loop, target).
-_CHANNELS: dict[tuple[int, str], grpc.aio.Channel] = {}
+# grpc.aio channels belong to the event loop that created them: key by (loop, target, settings).
+_CHANNELS: dict[tuple[int, str, tuple[Any, ...]], grpc.aio.Channel] = {}
+
+# Process-wide transport settings: per target, then the default for every other target.
+_TRANSPORT_BY_TARGET: dict[str, TransportSecurity] = {}
+_DEFAULT_TRANSPORT: TransportSecurity | None = None
 
 
-def channel_for(target: str) -> grpc.aio.Channel:
-    """The shared insecure channel for ``target`` (host:port, unix:///path or dns:///name) on
-    the running event loop, created on first use with Moria's message limits and keepalive."""
-    key = (id(asyncio.get_running_loop()), target)
+def configure_transport(tls: TlsConfig | None = None, token_env: str | None = None, *,
+                        targets: Iterable[str] | None = None,
+                        max_message_mb: int | None = None) -> TransportSecurity:
+    """Set how this process's clients reach servers: TLS settings ``tls`` (None: plaintext),
+    the bearer token held by environment variable ``token_env`` (read now; None: no token) and
+    the message limit ``max_message_mb`` (None: 64 MiB). With ``targets`` the settings apply
+    to those targets only, else to every target without its own. Channels opened later use
+    them (open channels keep theirs). Returns the settings.
+
+    Raises SecurityConfigError when the variable is unset (naming it, never the value), or
+    when a token without TLS is set for a listed target that is not loopback or a unix socket.
+    """
+    global _DEFAULT_TRANSPORT
+    kwargs = {} if max_message_mb is None else {"max_message_mb": max_message_mb}
+    security = transport_security(tls, token_env, **kwargs)
+    targets = None if targets is None else list(targets)
+    if security.token is not None and security.tls is None:
+        remote = [t for t in targets or () if not is_local_target(t)]
+        if remote:
+            raise SecurityConfigError(
+                f"refusing to send the bearer token over plaintext to {remote[0]!r}: configure "
+                "TLS (endpoints.tls) for non-loopback targets")
+    if targets is None:
+        _DEFAULT_TRANSPORT = security
+    else:
+        for target in targets:
+            _TRANSPORT_BY_TARGET[target] = security
+    return security
+
+
+def reset_transport() -> None:
+    """Forget every setting made by ``configure_transport`` (back to plaintext, no token)."""
+    global _DEFAULT_TRANSPORT
+    _DEFAULT_TRANSPORT = None
+    _TRANSPORT_BY_TARGET.clear()
+
+
+def transport_for(target: str) -> TransportSecurity | None:
+    """The settings ``configure_transport`` made for ``target`` (None: plaintext, no token)."""
+    return _TRANSPORT_BY_TARGET.get(target, _DEFAULT_TRANSPORT)
+
+
+def channel_for(target: str, security: TransportSecurity | None = None) -> grpc.aio.Channel:
+    """The shared channel for ``target`` (host:port, unix:///path or dns:///name) on the
+    running event loop, created on first use with Moria's message limits and keepalive, under
+    ``security`` (None: ``transport_for(target)``).
+
+    Raises SecurityConfigError when a token would go in clear text to a non-loopback target or
+    a TLS file cannot be read.
+    """
+    settings = security if security is not None else transport_for(target)
+    fingerprint = settings.fingerprint() if settings is not None else ()
+    key = (id(asyncio.get_running_loop()), target, fingerprint)
     channel = _CHANNELS.get(key)
     if channel is None:
-        channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
+        channel = open_channel(target, settings)
         _CHANNELS[key] = channel
     return channel
 
@@ -44,9 +110,11 @@ async def close_channels() -> None:
         await _CHANNELS.pop(key).close()
 
 
-async def check_health(target: str, service: str = "", timeout: float = 2.0) -> bool:
-    """True when ``grpc.health.v1`` reports SERVING for ``service`` at ``target``."""
-    stub = health_pb2_grpc.HealthStub(channel_for(target))
+async def check_health(target: str, service: str = "", timeout: float = 2.0,
+                       security: TransportSecurity | None = None) -> bool:
+    """True when ``grpc.health.v1`` reports SERVING for ``service`` at ``target`` (False on
+    any RPC error, a failed TLS handshake included)."""
+    stub = health_pb2_grpc.HealthStub(channel_for(target, security))
     try:
         resp = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
     except grpc.aio.AioRpcError:
@@ -137,11 +205,12 @@ class EnvSession:
 
 
 class EnvClient:
-    """Client of ``moria.env.v1.EnvService`` at ``target``."""
+    """Client of ``moria.env.v1.EnvService`` at ``target`` (``security``: None uses
+    ``transport_for(target)``)."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, security: TransportSecurity | None = None):
         self.target = target
-        self._stub = env_grpc.EnvServiceStub(channel_for(target))
+        self._stub = env_grpc.EnvServiceStub(channel_for(target, security))
 
     async def get_info(self, timeout: float = 10.0) -> env_pb.GetInfoResponse:
         """Versions, families, capacity and load."""
@@ -193,11 +262,12 @@ class PlayStream:
 
 
 class PolicyClient:
-    """Client of ``moria.policy.v1.PolicyService`` at ``target``."""
+    """Client of ``moria.policy.v1.PolicyService`` at ``target`` (``security``: None uses
+    ``transport_for(target)``)."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str, security: TransportSecurity | None = None):
         self.target = target
-        self._stub = pol_grpc.PolicyServiceStub(channel_for(target))
+        self._stub = pol_grpc.PolicyServiceStub(channel_for(target, security))
 
     async def get_info(self, check_config: dict[str, Any] | None = None,
                        timeout: float = 60.0) -> pol_pb.GetInfoResponse:

@@ -1,9 +1,14 @@
 """Server bootstrap shared by every Moria gRPC server.
 
-Every server gets: ``grpc.health.v1`` health checking, server reflection, an explicit 64 MiB
-message limit, HTTP/2 keepalive, and a graceful drain on SIGTERM/SIGINT: health turns
-NOT_SERVING, new sessions are refused with UNAVAILABLE (servicers ask ``Drain.draining``), and
-running sessions get ``grace_s`` seconds to finish before the server stops.
+Every server gets: ``grpc.health.v1`` health checking, server reflection, an explicit message
+limit (64 MiB unless ``--max-message-mb``), HTTP/2 keepalive, and a graceful drain on
+SIGTERM/SIGINT: health turns NOT_SERVING, new sessions are refused with UNAVAILABLE (servicers ask
+``Drain.draining``), and running sessions get ``grace_s`` seconds to finish before the server
+stops.
+
+Optional transport security (``moria.security``): TLS or mTLS (``--tls-cert``, ``--tls-key``,
+``--tls-client-ca``) and a bearer token (``--auth-token-env``); health and reflection share the
+port and its credentials, and the health service stays open without a token (for probes).
 """
 
 from __future__ import annotations
@@ -21,21 +26,37 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from moria.security import (
+    DEFAULT_MAX_MESSAGE_MB,
+    SecurityConfigError,
+    ServerSecurity,
+    is_local_target,
+    server_security_from_args,
+)
+
 log = logging.getLogger("moria.server")
 
-#: Maximum gRPC message size, both directions (bytes).
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: Default maximum gRPC message size, both directions (bytes); servers change it with
+#: ``--max-message-mb``, clients with ``TransportSecurity.max_message_mb``.
+MAX_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_MB * 1024 * 1024
 
-#: Channel/server options used everywhere (message limits and keepalive).
-GRPC_OPTIONS: list[tuple[str, int]] = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-]
+
+def grpc_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Channel/server options: send and receive limits of ``max_message_bytes`` (a larger
+    message fails with RESOURCE_EXHAUSTED) and HTTP/2 keepalive."""
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ]
+
+
+#: Channel/server options with the default message limit (message limits and keepalive).
+GRPC_OPTIONS: list[tuple[str, int]] = grpc_options()
 
 
 @dataclass
@@ -81,17 +102,25 @@ class MoriaServer:
 
     ``service_names`` are the fully qualified services registered (for health and reflection).
     ``address`` is e.g. ``127.0.0.1:0`` (ephemeral port, read ``port`` after ``start``) or
-    ``unix:///tmp/x.sock``.
+    ``unix:///tmp/x.sock``. ``security``: TLS/mTLS credentials and the bearer-token interceptor
+    (None: plaintext, no token). ``max_message_bytes``: the send/receive limit per message.
+    Raises SecurityConfigError when a TLS file cannot be read.
     """
 
     def __init__(self, registrars: Iterable[Registrar], service_names: Iterable[str], *,
-                 address: str, drain: Drain, grace_s: float = 30.0):
+                 address: str, drain: Drain, grace_s: float = 30.0,
+                 security: ServerSecurity | None = None,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.service_names = list(service_names)
         self.address = address
         self.drain = drain
         self.grace_s = grace_s
         self.port: int = 0
-        self._server = grpc.aio.server(options=GRPC_OPTIONS)
+        self.security = security or ServerSecurity()
+        self.max_message_bytes = max_message_bytes
+        self._credentials = self.security.credentials() if self.security.tls else None
+        self._server = grpc.aio.server(options=grpc_options(max_message_bytes),
+                                       interceptors=self.security.interceptors())
         for register in registrars:
             register(self._server)
         self._health = health.aio.HealthServicer()
@@ -102,13 +131,22 @@ class MoriaServer:
 
     async def start(self) -> None:
         """Bind and start serving; health becomes SERVING for every service."""
-        self.port = self._server.add_insecure_port(self.address)
+        if self._credentials is not None:
+            self.port = self._server.add_secure_port(self.address, self._credentials)
+        else:
+            self.port = self._server.add_insecure_port(self.address)
         if self.port == 0 and not self.address.startswith("unix:"):
             raise OSError(f"could not bind {self.address}")
         await self._server.start()
         for name in ["", *self.service_names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("serving %s on %s", ", ".join(self.service_names), self.bound_address)
+        if (self.security.token is not None and not self.security.tls
+                and not is_local_target(self.address)):
+            log.warning("bearer-token auth without TLS on %s: clients only send a token in "
+                        "clear text to loopback or unix targets", self.address)
+        log.info("serving %s on %s (%s, max message %d MiB)", ", ".join(self.service_names),
+                 self.bound_address, self.security.describe(),
+                 self.max_message_bytes // (1024 * 1024))
 
     @property
     def bound_address(self) -> str:
@@ -156,12 +194,45 @@ def configure_logging(level: str = "INFO") -> None:
 
 
 def add_server_arguments(parser: Any, *, default_address: str) -> None:
-    """The flags every server shares: --address, --grace, --log-level."""
+    """The flags every server shares: --address, --grace, --log-level, --max-message-mb and the
+    transport security flags --tls-cert, --tls-key, --tls-client-ca, --auth-token-env."""
     parser.add_argument("--address", default=default_address,
                         help="host:port (port 0 = ephemeral) or unix:///path.sock")
     parser.add_argument("--grace", type=float, default=30.0,
                         help="drain grace period on SIGTERM (seconds)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--max-message-mb", type=int, default=DEFAULT_MAX_MESSAGE_MB,
+                        help="largest gRPC message accepted or sent (MiB; clients must use the "
+                        "same or a smaller limit)")
+    parser.add_argument("--tls-cert", default=None, metavar="PEM",
+                        help="serve TLS with this certificate chain (needs --tls-key)")
+    parser.add_argument("--tls-key", default=None, metavar="PEM",
+                        help="private key of --tls-cert")
+    parser.add_argument("--tls-client-ca", default=None, metavar="PEM",
+                        help="mTLS: require client certificates signed by this CA")
+    parser.add_argument("--auth-token-env", default=None, metavar="NAME",
+                        help="require 'authorization: Bearer <token>' on every call except "
+                        "health; the token is read from environment variable NAME")
+    parser.add_argument("--metrics-address", default=None, metavar="HOST:PORT",
+                        help="serve Prometheus /metrics over HTTP on this address (port 0 = "
+                        "ephemeral; the bound address is printed as 'METRICS host:port' on "
+                        "stderr); off when not given")
+
+
+def server_options_from_args(args: Any) -> dict[str, Any]:
+    """``MoriaServer`` keyword arguments from the shared flags: ``security`` and
+    ``max_message_bytes``. Raises SystemExit with a clear message on a bad setting (the token
+    itself is never printed)."""
+    mb = int(getattr(args, "max_message_mb", DEFAULT_MAX_MESSAGE_MB))
+    if not 1 <= mb <= 2047:
+        raise SystemExit(f"--max-message-mb must be between 1 and 2047 (got {mb})")
+    try:
+        security = server_security_from_args(args)
+        if security.tls:
+            security.credentials()  # fail now on an unreadable file
+    except SecurityConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return {"security": security, "max_message_bytes": mb * 1024 * 1024}
 
 
 async def run_until_signalled(server: MoriaServer,

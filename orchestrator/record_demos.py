@@ -195,6 +195,8 @@ async def record_demos(spec: RunSpec, plan: list[tuple[str, str]], *, episodes: 
     try:
         async with contextlib.AsyncExitStack() as stack:
             targets: dict[str, str] = {}
+            if spec.endpoints.configured:
+                spec.endpoints.configure_clients()
             local = [env for env in envs if not spec.endpoints.env.get(env)]
             for env in envs:
                 if spec.endpoints.env.get(env):

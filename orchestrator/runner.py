@@ -46,7 +46,7 @@ from orchestrator.episode import (
 )
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.results import atomic_write_text, completed_keys, summarize, write_episode
-from orchestrator.spec import RunSpec
+from orchestrator.spec import RunSpec, SpecError
 from orchestrator.stack import LocalStack
 from orchestrator.telemetry import TelemetryWriter, dumps
 
@@ -107,6 +107,10 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
         raise PreflightError(str(exc)) from None
     try:
         if spec.endpoints.configured:
+            try:
+                spec.endpoints.configure_clients()
+            except SpecError as exc:
+                raise PreflightError(str(exc)) from None
             return await _run_with(spec, out, run_id, todo, len(planned) - len(todo),
                                    _endpoint_targets(spec), console, show_progress)
         async with LocalStack(spec.envs.env_list, out / "logs",

@@ -13,6 +13,7 @@ what is allowed.
 
 from __future__ import annotations
 
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from moria.config import AgentConfig, ClientConfig
+from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
 from orchestrator import balrog, mosaic
 
 #: Env families the orchestrator knows how to evaluate, with their episodes per task (BALROG's
@@ -154,11 +156,42 @@ class EndpointsConfig(_Strict):
 
     env: dict[str, list[str]] = Field(default_factory=dict)
     policy: list[str] = Field(default_factory=list)
+    tls: TlsConfig | None = Field(
+        default=None,
+        description="TLS to the endpoints: ca_cert (PEM to trust; unset: system roots), "
+                    "client_cert/client_key (mTLS), server_name (host name override)")
+    token_env: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="name of the environment variable holding the bearer token sent to the "
+                    "endpoints (the token itself never goes in a spec)")
+    max_message_mb: int = Field(default=DEFAULT_MAX_MESSAGE_MB, ge=1, le=2047,
+                                description="gRPC message limit towards the endpoints (MiB)")
 
     @property
     def configured(self) -> bool:
         """True when any endpoint is given."""
         return bool(self.env or self.policy)
+
+    @property
+    def targets(self) -> list[str]:
+        """Every env and policy target, env targets first."""
+        return [*(t for targets in self.env.values() for t in targets), *self.policy]
+
+    def configure_clients(self) -> None:
+        """Make this process's clients reach the endpoint targets with ``tls``, the
+        ``token_env`` bearer token and ``max_message_mb`` (``moria.clients.configure_transport``).
+
+        Raises SpecError when the token variable is unset or a token would go over plaintext
+        to a target that is not loopback (the message names the variable, never the token).
+        """
+        from moria.clients import configure_transport
+        from moria.security import SecurityConfigError
+
+        try:
+            configure_transport(self.tls, self.token_env, targets=self.targets,
+                                max_message_mb=self.max_message_mb)
+        except SecurityConfigError as exc:
+            raise SpecError(f"endpoints: {exc}") from None
 
 
 class PlayerConfig(_Strict):
@@ -299,6 +332,9 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if typing.get_origin(annotation) is dict and parts:
             parts.pop(0)  # the mapping's key (e.g. the agent id)
             annotation = typing.get_args(annotation)[1]
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            options = [a for a in typing.get_args(annotation) if a is not type(None)]
+            annotation = options[0] if len(options) == 1 else annotation
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return None
         model = annotation

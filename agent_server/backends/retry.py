@@ -42,6 +42,7 @@ from tenacity import (
 
 from agent_server.backends.base import BackendError, Completion
 from moria.config import ClientConfig
+from moria.metrics import note_model_retry
 
 log = logging.getLogger(__name__)
 
@@ -234,10 +235,12 @@ async def call_with_retries(
 
     Raises ``BackendError`` as raised by an attempt (not retried), or
     ``BackendError(retryable=True)`` "<provider>: retries exhausted after N attempts: <last>"
-    once ``client.max_retries`` retries have failed.
+    once ``client.max_retries`` retries have failed. Each retry is reported to
+    ``moria.metrics.note_model_retry`` (counted when a policy server meters the call).
     """
 
     def _before_sleep(state: RetryCallState) -> None:
+        note_model_retry()  # moria_model_retries_total, when a server meters this call
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning(

@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from env_server.service import EnvServicer
+from env_server.service import MAX_ACTION_CHARS, EnvServicer
 from moria.clients import close_channels
 from moria.env.v1 import env_service_pb2, env_service_pb2_grpc
 from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
-from moria.server import Drain, MoriaServer
+from moria.security import ServerSecurity
+from moria.server import MAX_MESSAGE_BYTES, Drain, MoriaServer
 
 
 @dataclass
@@ -26,17 +27,22 @@ class Running:
 async def env_server(families: tuple[str, ...] = ("babyai",), *, capacity: int = 8,
                      idle_timeout_s: float = 60.0, grace_s: float = 5.0,
                      process_families: tuple[str, ...] | None = None,
+                     security: ServerSecurity | None = None,
+                     max_message_bytes: int = MAX_MESSAGE_BYTES,
+                     max_action_chars: int = MAX_ACTION_CHARS,
                      ) -> AsyncIterator[Running]:
     """An EnvService on loopback hosting ``families`` (``process_families``: run those games
-    in worker processes; None: as the families ask)."""
+    in worker processes; None: as the families ask). ``security``: TLS/mTLS/bearer token
+    (None: plaintext); ``max_message_bytes`` and ``max_action_chars``: the server's limits."""
     drain = Drain()
     servicer = EnvServicer(list(families), drain=drain, capacity=capacity,
                            idle_timeout_s=idle_timeout_s, workers=4,
-                           process_families=process_families)
+                           process_families=process_families, max_action_chars=max_action_chars)
     server = MoriaServer(
         [lambda s: env_service_pb2_grpc.add_EnvServiceServicer_to_server(servicer, s)],
         [env_service_pb2.DESCRIPTOR.services_by_name["EnvService"].full_name],
-        address="127.0.0.1:0", drain=drain, grace_s=grace_s)
+        address="127.0.0.1:0", drain=drain, grace_s=grace_s, security=security,
+        max_message_bytes=max_message_bytes)
     await server.start()
     try:
         yield Running(server.bound_address, server, servicer)
@@ -47,8 +53,9 @@ async def env_server(families: tuple[str, ...] = ("babyai",), *, capacity: int =
 
 
 @asynccontextmanager
-async def policy_server(*, capacity: int = 64) -> AsyncIterator[Running]:
-    """A PolicyService on loopback."""
+async def policy_server(*, capacity: int = 64, security: ServerSecurity | None = None,
+                        ) -> AsyncIterator[Running]:
+    """A PolicyService on loopback (``security``: TLS/mTLS/bearer token; None: plaintext)."""
     from agent_server.service import PolicyServicer
 
     drain = Drain()
@@ -56,7 +63,7 @@ async def policy_server(*, capacity: int = 64) -> AsyncIterator[Running]:
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
         [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
-        address="127.0.0.1:0", drain=drain, grace_s=2.0)
+        address="127.0.0.1:0", drain=drain, grace_s=2.0, security=security)
     await server.start()
     try:
         yield Running(server.bound_address, server, servicer)
