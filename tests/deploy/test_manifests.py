@@ -1,0 +1,257 @@
+"""Static consistency of deploy/: Dockerfiles, compose.yaml and the rendered k8s manifests agree
+with each other and with the hardening the issue asks for. (Schema validity, hadolint and
+checkov are ``make deploy-check``; these are the rules those tools cannot know.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.spec import load_spec
+from tests.deploy import dockerfiles
+from tests.deploy.dockerfiles import REPO
+
+DEPLOY = REPO / "deploy"
+GRACE_FLAG = "--grace"
+
+
+def _kubectl() -> str | None:
+    local = REPO / ".cache" / "deploy-venv" / "bin" / "kubectl"
+    return str(local) if local.exists() else shutil.which("kubectl")
+
+
+def _render(overlay: str) -> list[dict[str, Any]]:
+    kubectl = _kubectl()
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (make deploy-tools installs it)")
+    out = subprocess.run([kubectl, "kustomize", str(DEPLOY / "k8s" / overlay)], text=True,
+                         capture_output=True, check=True).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module", params=["base", "overlays/local"])
+def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return _render(request.param)
+
+
+def _image_folder(image: str) -> str:
+    name = image.split("/", 1)[1].split(":", 1)[0].split("@", 1)[0]
+    return name.removeprefix("env-")
+
+
+# ------------------------------------------------------------------ Dockerfiles
+
+@pytest.mark.parametrize("image", dockerfiles.ALL_IMAGES)
+def test_dockerfile_is_multistage_nonroot_pinned_and_healthchecked(image: str) -> None:
+    df = dockerfiles.load(image)
+    assert len(df.froms) >= 2, "multi-stage"
+    for base in df.froms:
+        ref = base.split()[0]
+        assert ":" in ref and not ref.endswith(":latest"), f"pin {ref} by tag"
+        assert any(ch.isdigit() for ch in ref.split(":", 1)[1]), f"pin {ref} to a version"
+    assert df.user == "10001:10001"
+    assert df.healthcheck[:2] == ["python", "/opt/moria/bin/grpc_health_probe.py"]
+    assert df.healthcheck[2] == f"127.0.0.1:{df.expose[0]}"
+    assert df.env["HOME"] == "/tmp" and df.env["TMPDIR"] == "/tmp"
+    grace = float(dockerfiles.flag(df.command, GRACE_FLAG))
+    assert 0 < grace <= 25
+
+
+@pytest.mark.parametrize(("image", "extra", "data"), [
+    ("babyai", "babyai", None), ("nethack", "nethack", "--env boxoban"),
+    ("crafter", "crafter", None), ("textworld", "textworld", "--env textworld"),
+    ("babaisai", None, None), ("multigrid", "multigrid", None),
+    ("pettingzoo", "pettingzoo", None), ("agent", "agent", "--env local-model"),
+    ("orchestrator", None, None),
+])
+def test_each_image_installs_only_its_extra_and_bakes_its_data(
+        image: str, extra: str | None, data: str | None) -> None:
+    runs = " ".join(dockerfiles.load(image).runs)
+    wanted = f'".[{extra}]"' if extra else '"."'
+    assert f"pip install --no-cache-dir {wanted}" in runs
+    installs = [r for r in runs.split('"') if r.startswith(".")]
+    assert installs == [wanted.strip('"')], installs
+    if data:
+        assert f"MORIA_CACHE_DIR=/opt/moria/data /opt/moria/venv/bin/moria prepare {data}" in runs
+    else:
+        assert "moria prepare" not in runs
+
+
+def test_env_images_serve_their_families() -> None:
+    from env_server.families import FAMILIES  # the registry of family names
+
+    served: set[str] = set()
+    for image in dockerfiles.ENV_IMAGES:
+        df = dockerfiles.load(image)
+        assert df.entrypoint == ["moria", "serve", "env"]
+        served |= set(dockerfiles.flag(df.command, "--families").split(","))
+    assert served == set(FAMILIES)
+
+
+# ------------------------------------------------------------------ Compose
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    return data
+
+
+def test_compose_services_are_hardened(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert {f"env-{f}" for f in dockerfiles.ENV_IMAGES} | {"agent", "orchestrator"} <= set(
+        services)
+    for name, svc in services.items():
+        assert svc["read_only"] is True, name
+        assert svc["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in svc["security_opt"], name
+        assert any(t.startswith("/tmp:") for t in svc["tmpfs"]), name
+        limits = svc["deploy"]["resources"]["limits"]
+        assert {"cpus", "memory", "pids"} <= set(limits), name
+        assert svc["user"] == "10001:10001", name
+        for value in (svc.get("environment") or {}):
+            assert "KEY" not in str(value).upper(), f"{name}: keys only via env_file/secrets"
+    assert services["agent"]["deploy"]["replicas"] == 2
+    assert services["agent"]["env_file"][0]["path"] == "./agent.env"
+    assert (DEPLOY / ".gitignore").read_text().count("agent.env") == 1
+
+
+def test_compose_runs_the_dockerfiles_own_commands(compose: dict[str, Any]) -> None:
+    for name, svc in compose["services"].items():
+        if "build" not in svc:
+            continue
+        folder = Path(svc["build"]["dockerfile"]).parent.name
+        df = dockerfiles.load(folder)
+        assert (REPO / svc["build"]["dockerfile"]).is_file()
+        assert "command" not in svc and "entrypoint" not in svc, (
+            f"{name}: the image's CMD is what tests/deploy/test_entrypoints.py runs")
+        port = df.expose[0]
+        assert svc["healthcheck"]["test"] == ["CMD", *df.healthcheck], name
+        grace = float(dockerfiles.flag(df.command, GRACE_FLAG))
+        assert float(svc["stop_grace_period"].rstrip("s")) > grace, name
+        assert svc["image"] == f"moria/{'' if folder in ('agent', 'orchestrator') else 'env-'}"\
+            f"{folder}:local"
+        assert port in (50051, 50052, 50070)
+
+
+def test_compose_env_network_is_internal_and_only_the_orchestrator_joins_it(
+        compose: dict[str, Any]) -> None:
+    assert compose["networks"]["envs"]["internal"] is True
+    on_envs = {n for n, s in compose["services"].items() if "envs" in s["networks"]}
+    envs = {f"env-{f}" for f in dockerfiles.ENV_IMAGES}
+    assert on_envs == envs | {"orchestrator", "eval"}
+    for name in envs:
+        assert compose["services"][name]["networks"] == ["envs"]
+        assert "ports" not in compose["services"][name]
+
+
+def test_compose_run_spec_loads_and_targets_compose_services(compose: dict[str, Any]) -> None:
+    spec = load_spec(DEPLOY / "run.yaml")
+    hosts = {t.removeprefix("dns:///").rsplit(":", 1)[0]
+             for targets in spec.endpoints.env.values() for t in targets}
+    hosts |= {t.removeprefix("dns:///").rsplit(":", 1)[0] for t in spec.endpoints.policy}
+    assert hosts <= set(compose["services"])
+
+
+# ------------------------------------------------------------------ Kubernetes
+
+def _pods(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(d["metadata"]["name"], d["spec"]["template"]["spec"]) for d in docs
+            if d["kind"] in ("Deployment", "Job")]
+
+
+def test_every_pod_meets_pod_security_restricted(rendered: list[dict[str, Any]]) -> None:
+    ns = next(d for d in rendered if d["kind"] == "Namespace")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    pods = _pods(rendered)
+    assert len(pods) == 10  # 7 env families, agent, orchestrator service, eval job
+    for name, pod in pods:
+        psc = pod["securityContext"]
+        assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 10001, name
+        assert psc["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert pod["automountServiceAccountToken"] is False, name
+        tmp_volumes = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["readOnlyRootFilesystem"] is True, name
+            assert sc["capabilities"]["drop"] == ["ALL"], name
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"]), name
+            assert {"cpu", "memory"} <= set(c["resources"]["limits"]), name
+            mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+            assert mounts["/tmp"] in tmp_volumes, name
+
+
+def test_pods_run_their_images_commands_with_probes_and_drain_time(
+        rendered: list[dict[str, Any]]) -> None:
+    for name, pod in _pods(rendered):
+        (c,) = pod["containers"]
+        df = dockerfiles.load(_image_folder(c["image"]))
+        argv = [*df.entrypoint, *c.get("args", df.cmd)]
+        assert "command" not in c, name
+        if name == "moria-eval":
+            assert c["args"][0] == "eval"
+            continue
+        assert "args" not in c, f"{name}: runs the image's CMD, as the entry-point test does"
+        grace = float(dockerfiles.flag(argv, GRACE_FLAG))
+        assert pod["terminationGracePeriodSeconds"] >= grace + 5, name
+        port = c["ports"][0]["containerPort"]
+        assert port == df.expose[0], name
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["grpc"]["port"] == port, f"{name} {probe}"
+
+
+def test_services_headless_hpa_and_network_policies(rendered: list[dict[str, Any]]) -> None:
+    by_kind: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in rendered:
+        by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+    services = by_kind["Service"]
+    assert services["moria-agent"]["spec"]["clusterIP"] == "None"
+    for fam in dockerfiles.ENV_IMAGES:
+        assert services[f"moria-env-{fam}"]["spec"]["clusterIP"] == "None"
+    hpa = by_kind["HorizontalPodAutoscaler"]["moria-agent"]["spec"]
+    assert hpa["scaleTargetRef"]["name"] == "moria-agent"
+    policies = by_kind["NetworkPolicy"]
+    deny = policies["default-deny-all"]["spec"]
+    assert deny["podSelector"] == {} and set(deny["policyTypes"]) == {"Ingress", "Egress"}
+    env = policies["moria-env"]["spec"]
+    assert env["egress"] == [] and "Egress" in env["policyTypes"]
+    (rule,) = env["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/component": "orchestrator"}}}]
+    agent_egress = policies["moria-agent"]["spec"]["egress"]
+    assert {p["port"] for r in agent_egress for p in r["ports"]} == {53, 443}
+
+
+def test_k8s_run_spec_loads_and_targets_rendered_services(
+        rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    cm = next(d for d in rendered if d["kind"] == "ConfigMap"
+              and d["metadata"]["name"] == "moria-run-spec")
+    (tmp_path / "run.yaml").write_text(cm["data"]["run.yaml"])
+    spec = load_spec(tmp_path / "run.yaml")
+    names = {d["metadata"]["name"] for d in rendered if d["kind"] == "Service"}
+    targets = [t for ts in spec.endpoints.env.values() for t in ts] + spec.endpoints.policy
+    for target in targets:
+        assert target.startswith("dns:///")
+        host = target.removeprefix("dns:///").rsplit(":", 1)[0]
+        service, namespace = host.split(".")[:2]
+        assert service in names and namespace == "moria", target
+
+
+def test_secret_template_holds_no_value() -> None:
+    secret = yaml.safe_load((DEPLOY / "k8s" / "secret-api-keys.template.yaml").read_text())
+    assert secret["kind"] == "Secret"
+    assert all(v == "" for v in secret["stringData"].values())
+
+
+def test_probe_script_reports_unreachable_as_unhealthy() -> None:
+    probe = DEPLOY / "docker" / "grpc_health_probe.py"
+    closed = subprocess.run([sys.executable, str(probe), "127.0.0.1:1", "--timeout", "0.5"],
+                            text=True, capture_output=True, check=False)
+    assert closed.returncode == 1
+    assert closed.stdout.strip() == "127.0.0.1:1: UNAVAILABLE"
