@@ -190,6 +190,10 @@ def open_channel(target: str, security: TransportSecurity | None = None) -> grpc
     or a TLS file cannot be read.
     """
     options = channel_options(security)
+    if target.startswith("dns:"):
+        # a DNS name for several replicas (a headless Service): spread calls over every
+        # address it resolves to instead of pinning the first one
+        options.append(("grpc.lb_policy_name", "round_robin"))
     if security is not None and security.tls is not None:
         return grpc.aio.secure_channel(target, channel_credentials(security.tls, security.token),
                                        options=options)

@@ -11,7 +11,9 @@
     moria tournament FILE.yaml [KEY=VALUE ...]        round-robin of players on a two-player
                                                       game: win rates, CIs and ratings
     moria record-demos --env NAME [--tasks T ...]     record oracle demos for few_shot
-    moria serve env|agent [flags]                     run one server alone
+    moria serve env|agent|orchestrator [flags]        run one server alone
+    moria eval --remote ADDR [KEY=VALUE ...]          submit the run to an orchestrator service
+                                                      and follow it
 
 Exit codes: 0 success; 1 some episodes failed (env/agent errors, see the summary); 2 bad
 usage or configuration (the message names the key and the allowed values).
@@ -68,6 +70,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     except (SpecError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
+    if getattr(args, "remote", None):
+        from orchestrator.remote import eval_remote
+
+        return eval_remote(spec, args, console)
     return _evaluate(spec, args, console)
 
 
@@ -286,7 +292,8 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    module = {"env": "env_server", "agent": "agent_server"}[args.component]
+    module = {"env": "env_server", "agent": "agent_server",
+              "orchestrator": "orchestrator.service"}[args.component]
     os.execv(sys.executable, [sys.executable, "-m", module, "serve", *args.rest])
     return 0  # not reached
 
@@ -307,6 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="vision mode: send the env's frames (agent.max_image_history=1)")
     ev.add_argument("--suite", choices=sorted(SUITES),
                     help="a named suite: balrog = all six BALROG envs, 255 episodes")
+    ev.add_argument("--remote", metavar="ADDR",
+                    help="submit the run to the orchestrator service at ADDR (host:port) and "
+                         "follow its events instead of running it here")
+    ev.add_argument("--cancel-on-interrupt", action="store_true",
+                    help="with --remote: cancel the run on Ctrl-C (default: it goes on)")
+    ev.add_argument("--remote-ca", metavar="PEM",
+                    help="with --remote: TLS, trusting this CA for the orchestrator")
+    ev.add_argument("--remote-token-env", metavar="NAME",
+                    help="with --remote: send the bearer token held by variable NAME")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="BALROG-style overrides, e.g. eval.num_episodes.babyai=2")
     ev.set_defaults(func=_cmd_eval)
@@ -364,8 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tournament-spec overrides, e.g. seeds=4 eval.num_workers=2")
     tn.set_defaults(func=_cmd_tournament)
 
-    sv = sub.add_parser("serve", help="run one server (env or agent)")
-    sv.add_argument("component", choices=["env", "agent"])
+    sv = sub.add_parser("serve", help="run one server (env, agent or orchestrator)")
+    sv.add_argument("component", choices=["env", "agent", "orchestrator"])
     sv.add_argument("rest", nargs=argparse.REMAINDER, help="server flags (see --help)")
     sv.set_defaults(func=_cmd_serve)
     return parser

@@ -161,9 +161,16 @@ class EpisodeDriver:
         raise KeyError(agent_id)
 
     async def start(self) -> env_pb.OpenResponse:
-        """Open the game and begin every seat's player; returns the env's OpenResponse."""
-        opened = await open_env(self.session, self.plan, self.spec)
-        await _begin_policies(opened, self.plan, self.spec, self.seats)
+        """Open the game and begin every seat's player (within one step deadline); returns the
+        env's OpenResponse."""
+        deadline = self.spec.eval.step_timeout_s
+        try:
+            async with asyncio.timeout(deadline):
+                opened = await open_env(self.session, self.plan, self.spec)
+                await _begin_policies(opened, self.plan, self.spec, self.seats)
+        except TimeoutError:
+            raise InfrastructureFault(
+                f"opening the game missed the step deadline of {deadline:g} s") from None
         self.next_agents = list(opened.next_agents)
         self.metrics = dict_from_struct(opened.metrics)
         self.returns = dict.fromkeys(opened.agents, 0.0)
@@ -178,6 +185,16 @@ class EpisodeDriver:
         """
         if self.done:
             raise RuntimeError("the episode is over")
+        deadline = self.spec.eval.step_timeout_s
+        try:
+            async with asyncio.timeout(deadline):
+                return await self._step()
+        except TimeoutError:
+            raise InfrastructureFault(
+                f"step {self.num_steps} missed its deadline of {deadline:g} s "
+                "(eval.step_timeout_s)") from None
+
+    async def _step(self) -> list[Turn]:
         acting = [s for s in self.seats if s.agent_id in self.next_agents]
         acts = await asyncio.gather(*(_decide(s, self.num_steps, self.model_slots)
                                       for s in acting))
@@ -220,67 +237,91 @@ class EpisodeDriver:
                       self.metrics, self.num_steps)
 
 
+@dataclass
+class _Collected:
+    """What ``run_episode`` keeps of an episode's turns: the trajectory (when
+    ``keep_steps``), the raw answers the env judged invalid, applied-action counts, token usage
+    (total and per model) and the prompts of audited calls."""
+
+    keep_steps: bool
+    steps: list[StepRecord] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    applied: Counter[str] = field(default_factory=Counter)
+    usage: Counter[str] = field(default_factory=Counter)
+    by_model: dict[str, dict[str, float]] = field(default_factory=dict)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, turn: Turn) -> StepRecord | None:
+        """Count one turn; returns its step record (None when the env never applied it)."""
+        _account(self.usage, self.by_model, turn.act)
+        if turn.act.prompt_json:
+            self.prompts.append({"step": turn.step, "agent_id": turn.seat.agent_id,
+                                 "model": turn.act.model,
+                                 "prompt": json.loads(turn.act.prompt_json)})
+        if turn.result is None:
+            return None
+        record = _step_record(turn)
+        if not record.valid:
+            self.failed.append(record.raw_completion)
+        self.applied[record.action] += 1
+        if self.keep_steps:
+            self.steps.append(record)
+        return record
+
+
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                       model_slots: asyncio.Semaphore | None = None,
                       on_step: Any = None) -> EpisodeRecord:
     """Play one episode to its end and return its record.
 
-    ``model_slots`` bounds in-flight model calls on the policy endpoint; ``on_step(record)`` is
-    called after each agent turn (telemetry). Raises InfrastructureFault (re-queue) or
-    EpisodeSetupError (give up).
+    ``model_slots`` bounds in-flight model calls on the policy endpoint; ``on_step(plan,
+    record)`` is called after each agent turn (telemetry). Each step has
+    ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
+    ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
+    Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
     """
     started_wall, started = datetime.now(UTC), time.perf_counter()
     driver = EpisodeDriver(plan, spec, model_slots=model_slots)
-    steps: list[StepRecord] = []
-    failed: list[str] = []
-    applied = Counter[str]()
-    usage = Counter[str]()
-    by_model: dict[str, dict[str, float]] = {}
-    prompts: list[dict[str, Any]] = []
+    kept = _Collected(keep_steps=spec.eval.save_trajectories)
     ending: str | None = None
+    late = ""
     try:
-        await driver.start()
-        while not driver.done:
-            for turn in await driver.step():
-                _account(usage, by_model, turn.act)
-                if turn.act.prompt_json:
-                    prompts.append({"step": turn.step, "agent_id": turn.seat.agent_id,
-                                    "model": turn.act.model,
-                                    "prompt": json.loads(turn.act.prompt_json)})
-                if turn.result is None:
-                    continue
-                record = _step_record(turn)
-                if not record.valid:
-                    failed.append(record.raw_completion)
-                applied[record.action] += 1
-                if spec.eval.save_trajectories:
-                    steps.append(record)
-                if on_step is not None:
-                    on_step(plan, record)
+        async with asyncio.timeout(spec.eval.episode_timeout_s):
+            await driver.start()
+            while not driver.done:
+                for turn in await driver.step():
+                    record = kept.add(turn)
+                    if record is not None and on_step is not None:
+                        on_step(plan, record)
+    except TimeoutError:
+        ending = "cancelled"
+        late = (f"the episode missed its deadline of {spec.eval.episode_timeout_s:g} s "
+                f"(eval.episode_timeout_s) after {driver.num_steps} steps")
     except BaseException:
         ending = "cancelled"  # what the servers are told; the caller decides what it was
         raise
     finally:
         await driver.finish(ending)
-    end_reason: EndReason = driver.end_reason or "truncated"
+    end_reason: EndReason = "env_error" if late else (driver.end_reason or "truncated")
     metrics = driver.metrics
-    progression = float(metrics.get("progression", 0.0))
+    progression = 0.0 if late else float(metrics.get("progression", 0.0))
+    usage = kept.usage
     return EpisodeRecord(
         run_id=plan.run_id, env=plan.env, task=plan.task, episode_index=plan.episode_index,
         seed=plan.seed, end_reason=end_reason,
-        error=driver.error if end_reason == "agent_error" else "",
+        error=late or (driver.error if end_reason == "agent_error" else ""),
         done=end_reason in ("terminated", "truncated"),
         episode_return=sum(driver.returns.values()), num_steps=driver.num_steps,
         progression=min(1.0, max(0.0, progression)), stats=metrics,
-        failed_candidates=failed, action_frequency=dict(applied),
+        failed_candidates=kept.failed, action_frequency=dict(kept.applied),
         input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
         cached_input_tokens=usage["cached_input_tokens"],
-        reasoning_tokens=usage["reasoning_tokens"], usage_by_model=by_model, prompts=prompts,
-        agent_config=spec.agent.model_dump(mode="json"),
+        reasoning_tokens=usage["reasoning_tokens"], usage_by_model=kept.by_model,
+        prompts=kept.prompts, agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
         players=_seat_records(spec, driver.seats),
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
-        wall_time_s=time.perf_counter() - started, steps=steps)
+        wall_time_s=time.perf_counter() - started, steps=kept.steps)
 
 
 def _step_record(turn: Turn) -> StepRecord:

@@ -88,6 +88,9 @@ class EpisodeRecord(_Record):
     games, every seat's run-spec ``players`` entry (agent, client, role, coordination level,
     observation mode; when given) plus ``player``, who played it (strategy and model, as the
     policy named them at Begin); single-agent episodes keep only the spec's entries.
+    ``attempts``: sessions this episode took (1 = first try; more when an env or policy server
+    failed under it and it was re-queued with the same seed); ``retry_errors``: why each
+    earlier attempt failed.
     ``usage_by_model``: per model (``"<client_name>/<model_id>"``) the counters of
     ``orchestrator.accounting.USAGE_KEYS`` (calls, four token counts, latency_s). ``prompts``: the
     exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate
@@ -123,6 +126,8 @@ class EpisodeRecord(_Record):
     started_at: str = ""
     ended_at: str = ""
     wall_time_s: float = Field(default=0.0, ge=0.0)
+    attempts: int = Field(default=1, ge=1)
+    retry_errors: list[str] = Field(default_factory=list)
     steps: list[StepRecord] = Field(default_factory=list)
     prompts: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
 

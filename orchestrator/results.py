@@ -106,6 +106,18 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return target
 
 
+def remove_stale_temp_files(out_dir: str | Path) -> list[Path]:
+    """Delete the hidden ``.<name>.*.tmp`` files ``atomic_write_text`` leaves when the process
+    is killed between writing and renaming (the real file is then the previous, whole version,
+    or absent). Call before a run starts writing into ``out_dir``; returns what was removed."""
+    removed = []
+    for tmp in Path(out_dir).rglob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -155,7 +167,8 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
     ``progression`` (top level, as BALROG merges the env stats there) and ``stats`` (which also
     holds ``progression``), ``seed``, ``agent`` and ``client`` (configs). Ours: format_version,
     run_id, env, episode_index, task_dir, end_reason, error, cached/reasoning tokens, versions,
-    timestamps, wall_time_s and the ``steps`` trajectory.
+    timestamps, wall_time_s, ``attempts`` and ``retry_errors`` (re-queues after server faults)
+    and the ``steps`` trajectory.
     """
     data = record.model_dump(mode="json")
     stats = {**data["stats"], "progression": record.progression}
@@ -188,6 +201,8 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
         "started_at": record.started_at,
         "ended_at": record.ended_at,
         "wall_time_s": record.wall_time_s,
+        "attempts": record.attempts,
+        "retry_errors": data["retry_errors"],
         "steps": data["steps"],
     }
     scrubbed: dict[str, Any] = scrub(doc)

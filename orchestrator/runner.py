@@ -10,6 +10,7 @@ output directory runs only the episodes that have no completed result.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -45,7 +46,14 @@ from orchestrator.episode import (
     run_episode,
 )
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
-from orchestrator.results import atomic_write_text, completed_keys, summarize, write_episode
+from orchestrator.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
+from orchestrator.results import (
+    atomic_write_text,
+    completed_keys,
+    remove_stale_temp_files,
+    summarize,
+    write_episode,
+)
 from orchestrator.spec import RunSpec, SpecError
 from orchestrator.stack import LocalStack
 from orchestrator.telemetry import TelemetryWriter, dumps
@@ -96,6 +104,8 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
     console = console or Console(stderr=True)
     out = Path(spec.eval.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in remove_stale_temp_files(out):  # left by a run killed mid-write
+        log.info("removed %s, a temp file of an interrupted write", stale)
     run_id = _run_id(spec, out)
     planned = spec.episodes()
     done = completed_keys(out)
@@ -115,50 +125,82 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                                    _endpoint_targets(spec), console, show_progress)
         async with LocalStack(spec.envs.env_list, out / "logs",
                               env_capacity=max(64, spec.eval.num_workers * 2)) as stack:
-            targets = ({env: stack.env_target for env in spec.envs.env_list},
-                       stack.policy_target)
+            targets = ({env: [stack.env_target] for env in spec.envs.env_list},
+                       [stack.policy_target])
             return await _run_with(spec, out, run_id, todo, len(planned) - len(todo), targets,
                                    console, show_progress, on_fault=stack.check_alive)
     finally:
         await close_channels()
 
 
-def _endpoint_targets(spec: RunSpec) -> tuple[dict[str, str], str]:
+def _endpoint_targets(spec: RunSpec) -> tuple[dict[str, list[str]], list[str]]:
+    """Every configured replica: ({env: its env server targets}, policy server targets)."""
     missing = [env for env in spec.envs.env_list if not spec.endpoints.env.get(env)]
     if missing or not spec.endpoints.policy:
         raise PreflightError(
             "endpoints are partly configured: give endpoints.env.<family> for "
             + ", ".join(spec.envs.env_list) + " and endpoints.policy"
             + (f" (missing env endpoint for {missing[0]!r})" if missing else ""))
-    return ({env: spec.endpoints.env[env][0] for env in spec.envs.env_list},
-            spec.endpoints.policy[0])
+    return ({env: list(spec.endpoints.env[env]) for env in spec.envs.env_list},
+            list(spec.endpoints.policy))
+
+
+@dataclass
+class _Servers:
+    """The run's replicas: per env family its env servers, and the policy servers."""
+
+    env: dict[str, ReplicaSet]
+    policy: ReplicaSet
+
+    @classmethod
+    def of(cls, targets: tuple[dict[str, list[str]], list[str]]) -> _Servers:
+        env_targets, policy_targets = targets
+        try:
+            return cls({env: ReplicaSet(f"env server for {env}", t, env_load)
+                        for env, t in env_targets.items()},
+                       ReplicaSet("policy server", policy_targets, policy_load))
+        except ValueError as exc:
+            raise PreflightError(str(exc)) from None
+
+
+@dataclass
+class _Queued:
+    """A planned episode waiting for a worker: its attempt number (0 = first) and why the
+    earlier attempts failed."""
+
+    plan: EpisodePlan
+    attempt: int = 0
+    errors: tuple[str, ...] = ()
 
 
 async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str, str, int]],
-                    skipped: int, targets: tuple[dict[str, str], str], console: Console,
-                    show_progress: bool, on_fault: Callable[[], None] | None = None,
-                    ) -> RunOutcome:
-    """Run ``todo`` against the given (env targets, policy target). ``on_fault`` is called
-    after each infrastructure fault and may raise to stop the whole run (a dead local server)."""
-    env_targets, policy_target = targets
+                    skipped: int, targets: tuple[dict[str, list[str]], list[str]],
+                    console: Console, show_progress: bool,
+                    on_fault: Callable[[], None] | None = None) -> RunOutcome:
+    """Run ``todo`` against the given replicas ({env: env server targets}, policy server
+    targets); each attempt of an episode takes the replicas with the most room
+    (``orchestrator.replicas``). ``on_fault`` is called after each infrastructure fault and may
+    raise to stop the whole run (a dead local server)."""
+    servers = _Servers.of(targets)
+    env_targets = {env: t[0] for env, t in targets[0].items()}
+    policy_target = targets[1][0]
     try:
         load_prices(spec.eval.prices)
     except PriceError as exc:
         raise PreflightError(str(exc)) from None
-    versions = await _preflight(spec, env_targets, policy_target)
+    versions = await _preflight(spec, targets[0], targets[1])
     await _check_env_options(spec, run_id, todo, env_targets, policy_target)
     _write_run_metadata(out, run_id, spec, versions)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
     with TelemetryWriter(out, run_id) as telemetry:
         telemetry.event("run_started", planned=len(todo) + skipped, skipped=skipped,
                         run_seed=spec.eval.seed)
-        queue: asyncio.Queue[tuple[EpisodePlan, int]] = asyncio.Queue()
+        queue: asyncio.Queue[_Queued] = asyncio.Queue()
         for env, task, index in todo:
-            queue.put_nowait((EpisodePlan(
+            queue.put_nowait(_Queued(EpisodePlan(
                 run_id=run_id, env=env, task=task, episode_index=index,
                 seed=derive_seed(spec.eval.seed, env, task, index),
-                env_target=env_targets[env], policy_target=policy_target,
-                versions=versions), 0))
+                env_target="", policy_target="", versions=versions)))
         model_slots = asyncio.Semaphore(spec.eval.max_concurrent_model_calls)
 
         def on_step(plan: EpisodePlan, step: StepRecord) -> None:
@@ -171,10 +213,10 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
             async def worker() -> None:
                 while True:
                     try:
-                        plan, attempt = queue.get_nowait()
+                        queued = queue.get_nowait()
                     except asyncio.QueueEmpty:
                         return
-                    record = await _attempt(plan, attempt, spec, model_slots, on_step,
+                    record = await _attempt(queued, servers, spec, model_slots, on_step,
                                             telemetry, queue, outcome, on_fault)
                     if record is None:
                         continue  # re-queued
@@ -203,31 +245,55 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
     return outcome
 
 
-async def _attempt(plan: EpisodePlan, attempt: int, spec: RunSpec,
+async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                    model_slots: asyncio.Semaphore, on_step: Any, telemetry: TelemetryWriter,
-                   queue: asyncio.Queue[tuple[EpisodePlan, int]], outcome: RunOutcome,
+                   queue: asyncio.Queue[_Queued], outcome: RunOutcome,
                    on_fault: Callable[[], None] | None) -> EpisodeRecord | None:
-    telemetry.event("episode_started", env=plan.env, task=plan.task,
-                    episode_index=plan.episode_index, seed=plan.seed, attempt=attempt)
+    """One attempt at one episode on the replicas with the most room. Returns its record, or
+    None when an infrastructure fault re-queued it (same seed, a new session)."""
+    plan, attempt = queued.plan, queued.attempt
     end_reason: EndReason = "env_error"
+    env_set, policy_set = servers.env[plan.env], servers.policy
     try:
-        return await run_episode(plan, spec, model_slots=model_slots, on_step=on_step)
-    except InfrastructureFault as exc:
-        if on_fault is not None:
-            on_fault()
-        if attempt < spec.eval.max_episode_retries:
-            log.warning("infrastructure fault in %s/%s #%d (attempt %d): %s; re-queued",
-                        plan.env, plan.task, plan.episode_index, attempt + 1, exc)
-            telemetry.event("episode_retried", env=plan.env, task=plan.task,
-                            episode_index=plan.episode_index, error=str(exc))
-            await asyncio.sleep(min(5.0, 0.5 * 2**attempt))
-            queue.put_nowait((plan, attempt + 1))
-            return None
-        error = f"infrastructure fault after {attempt + 1} attempt(s): {exc}"
-    except EpisodeSetupError as exc:
-        error = f"episode could not start: {exc}"
-        if isinstance(exc, PlayerSetupError):
-            end_reason = "agent_error"
+        env_target = await env_set.acquire()
+        try:
+            policy_target = await policy_set.acquire()
+        except BaseException:
+            env_set.release(env_target)
+            raise
+    except NoReplicaError as exc:
+        error = str(exc)
+    else:
+        plan = dataclasses.replace(plan, env_target=env_target, policy_target=policy_target)
+        telemetry.event("episode_started", env=plan.env, task=plan.task,
+                        episode_index=plan.episode_index, seed=plan.seed, attempt=attempt,
+                        env_server=env_target, policy_server=policy_target)
+        try:
+            record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step)
+            record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
+            return record
+        except InfrastructureFault as exc:
+            if "RESOURCE_EXHAUSTED" in str(exc):
+                env_set.mark_full(env_target)
+            if on_fault is not None:
+                on_fault()
+            if attempt < spec.eval.max_episode_retries:
+                log.warning("infrastructure fault in %s/%s #%d (attempt %d): %s; re-queued",
+                            plan.env, plan.task, plan.episode_index, attempt + 1, exc)
+                telemetry.event("episode_retried", env=plan.env, task=plan.task,
+                                episode_index=plan.episode_index, error=str(exc),
+                                env_server=env_target, policy_server=policy_target)
+                await asyncio.sleep(min(5.0, 0.5 * 2**attempt))
+                queue.put_nowait(_Queued(queued.plan, attempt + 1, (*queued.errors, str(exc))))
+                return None
+            error = f"infrastructure fault after {attempt + 1} attempt(s): {exc}"
+        except EpisodeSetupError as exc:
+            error = f"episode could not start: {exc}"
+            if isinstance(exc, PlayerSetupError):
+                end_reason = "agent_error"
+        finally:
+            env_set.release(env_target)
+            policy_set.release(policy_target)
     outcome.errors.append(f"{plan.env}/{plan.task}#{plan.episode_index}: {error}")
     log.error("%s/%s #%d failed: %s", plan.env, plan.task, plan.episode_index, error)
     return EpisodeRecord(run_id=plan.run_id, env=plan.env, task=plan.task,
@@ -235,30 +301,35 @@ async def _attempt(plan: EpisodePlan, attempt: int, spec: RunSpec,
                          end_reason=end_reason, error=error,
                          agent_config=spec.agent.model_dump(mode="json"),
                          client_config=spec.client.model_dump(mode="json"),
-                         versions=plan.versions,
+                         versions=plan.versions, attempts=attempt + 1,
+                         retry_errors=list(queued.errors),
                          started_at=datetime.now(UTC).isoformat(),
                          ended_at=datetime.now(UTC).isoformat())
 
 
-async def _preflight(spec: RunSpec, env_targets: dict[str, str], policy_target: str,
-                     ) -> dict[str, str]:
-    """Check the servers answer and the policy accepts the config; collect versions."""
+async def _preflight(spec: RunSpec, env_targets: dict[str, list[str]],
+                     policy_targets: list[str]) -> dict[str, str]:
+    """Check every replica answers, the env servers host their family and the policy servers
+    accept each seat's config; collect versions (of the first replica of each)."""
     from moria.config import policy_config_dict
 
-    policy = PolicyClient(policy_target)
-    for agent, client in spec.seat_configs():  # the run's own, then each distinct seat's
-        info = await policy.get_info(check_config=policy_config_dict(agent, client))
-        if info.config_errors:
-            raise PreflightError("the agent/client config cannot be used: "
-                                 + "; ".join(info.config_errors))
+    info: Any = None
+    for target in reversed(policy_targets):  # the first replica's versions are kept
+        policy = PolicyClient(target)
+        for agent, client in spec.seat_configs():  # the run's own, then each distinct seat's
+            info = await policy.get_info(check_config=policy_config_dict(agent, client))
+            if info.config_errors:
+                raise PreflightError("the agent/client config cannot be used: "
+                                     + "; ".join(info.config_errors))
     versions = {"api": moria.API_VERSION, "moria": moria.__version__,
                 "python": sys.version.split()[0]}
     versions.update({f"policy.{k}": v for k, v in info.version.components.items()})
-    for env, target in env_targets.items():
-        env_info = await EnvClient(target).get_info()
-        if env not in env_info.families:
-            raise PreflightError(f"env server {target} does not host {env!r} "
-                                 f"(hosts: {', '.join(env_info.families)})")
+    for env, targets in env_targets.items():
+        for target in targets:
+            env_info = await EnvClient(target).get_info()
+            if env not in env_info.families:
+                raise PreflightError(f"env server {target} does not host {env!r} "
+                                     f"(hosts: {', '.join(env_info.families)})")
         versions.update({f"env.{k}": v for k, v in env_info.version.components.items()})
     return versions
 

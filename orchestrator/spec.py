@@ -54,6 +54,14 @@ class EvalConfig(_Strict):
                                             description="in-flight model calls per endpoint")
     max_episode_retries: int = Field(default=2, ge=0,
                                      description="re-queues after infrastructure faults")
+    step_timeout_s: float = Field(
+        default=900.0, gt=0,
+        description="deadline of one env step, the players' decisions included (seconds); a "
+                    "step past it is a fault: the episode is re-queued on a new session")
+    episode_timeout_s: float | None = Field(
+        default=21600.0, gt=0,
+        description="deadline of a whole episode (seconds; null: none); an episode past it "
+                    "ends as env_error and is played again on the next resume")
     oracle_hints: bool = Field(default=False,
                                description="open env sessions with the oracle option")
     icl_episodes: int = Field(

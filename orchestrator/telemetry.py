@@ -8,6 +8,9 @@
 - ``<out>/<run_id>_events.jsonl``: lifecycle events (``type`` = ``"run_started"``,
   ``"episode_started"``, ``"episode_retried"``, ``"run_finished"``, ...).
 
+A run resumed after a crash first cuts an unterminated last line off each file
+(``drop_partial_line``), so every line of every file is whole JSON.
+
 Every line starts with ``ts`` (ISO-8601, UTC), ``run_id`` and ``type``. Each line is written with a
 single ``write`` call under a lock and flushed at once, so lines never interleave within one
 process (threads or asyncio tasks) and a crash loses at most the line being written.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -119,6 +123,36 @@ def utc_now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def drop_partial_line(path: Path) -> int:
+    """Cut an unterminated last line off ``path`` (a writer killed mid-line leaves one), so a
+    resumed run appends whole lines only. Returns the bytes removed (0 when the file is whole
+    or missing)."""
+    try:
+        with path.open("rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return 0
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return 0
+            keep = 0
+            block = 65536
+            position = size
+            while position > 0:
+                start = max(0, position - block)
+                handle.seek(start)
+                chunk = handle.read(position - start)
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    keep = start + newline + 1
+                    break
+                position = start
+            handle.truncate(keep)
+            return size - keep
+    except FileNotFoundError:
+        return 0
+
+
 class TelemetryWriter:
     """Append-only JSON-lines writer for one run's steps, episodes and lifecycle events.
 
@@ -202,6 +236,7 @@ class TelemetryWriter:
             handle = self._files.get(path.name)
             if handle is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                drop_partial_line(path)
                 handle = path.open("a", encoding="utf-8", newline="\n")
                 self._files[path.name] = handle
             handle.write(line + "\n")

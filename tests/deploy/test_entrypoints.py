@@ -1,8 +1,9 @@
-"""Every container entry point that exists today, run as a plain process (no Docker engine here).
+"""Every container entry point, run as a plain process (no Docker engine here).
 
-For the 7 env-family images and the agent image, the command line and environment come from the
-image's own Dockerfile (runtime stage: ENTRYPOINT + CMD, ENV, HEALTHCHECK), so the test fails as
-soon as they drift. Only what a container would provide differently is mapped:
+For the 7 env-family images, the agent image and the orchestrator image, the command line and
+environment come from the image's own Dockerfile (runtime stage: ENTRYPOINT + CMD, ENV,
+HEALTHCHECK), so the test fails as soon as they drift. Only what a container would provide
+differently is mapped:
 
 - ``/opt/moria/venv/bin`` (the image's venv) -> this checkout's ``.venv/bin``;
 - ``/tmp`` (the only writable place, HOME and TMPDIR) -> a fresh temporary folder;
@@ -35,10 +36,10 @@ import pytest
 from tests.deploy import dockerfiles
 from tests.deploy.dockerfiles import REPO, Dockerfile
 
-#: images whose entry point exists today (the orchestrator service comes with issue 7 part 6)
-SERVER_IMAGES = (*dockerfiles.ENV_IMAGES, "agent")
+#: every image: the env families, the agent server and the orchestrator service
+SERVER_IMAGES = (*dockerfiles.ENV_IMAGES, "agent", "orchestrator")
 VENV_BIN = Path(sys.executable).parent
-START_TIMEOUT_S = 180.0  # 8 servers importing at once on 2 shared cores
+START_TIMEOUT_S = 180.0  # 9 servers importing at once on 2 shared cores
 STOP_TIMEOUT_S = 40.0
 
 

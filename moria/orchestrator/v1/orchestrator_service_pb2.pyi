@@ -33,10 +33,14 @@ class SubmitRunRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class SubmitRunResponse(_message.Message):
-    __slots__ = ("run_id",)
+    __slots__ = ("run_id", "run", "created")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+    run: Run
+    created: bool
+    def __init__(self, run_id: _Optional[str] = ..., run: _Optional[_Union[Run, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -79,7 +83,7 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "state", "spec", "episodes_total", "episodes_done", "summary", "version", "error")
+    __slots__ = ("run_id", "state", "spec", "episodes_total", "episodes_done", "summary", "version", "error", "created_at", "updated_at", "last_sequence", "output_dir")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +92,10 @@ class Run(_message.Message):
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_DIR_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     state: RunState
     spec: _struct_pb2.Struct
@@ -96,7 +104,11 @@ class Run(_message.Message):
     summary: _struct_pb2.Struct
     version: _types_pb2.VersionInfo
     error: str
-    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., summary: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+    created_at: float
+    updated_at: float
+    last_sequence: int
+    output_dir: str
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., summary: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., error: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., last_sequence: _Optional[int] = ..., output_dir: _Optional[str] = ...) -> None: ...
 
 class StreamEventsRequest(_message.Message):
     __slots__ = ("run_id", "from_sequence")

@@ -67,7 +67,8 @@ class OrchestratorServiceServicer:
     """
 
     def SubmitRun(self, request, context):
-        """Starts a run; returns at once with its id.
+        """Queues a run; returns at once with its id. Resubmitting the same id with the same spec is
+        idempotent; a failed or cancelled run resubmitted so is resumed (finished episodes kept).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -81,7 +82,7 @@ class OrchestratorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelRun(self, request, context):
-        """Stops a run; finished episodes are kept.
+        """Stops a run; finished episodes are kept. Idempotent on a run that already ended.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -95,7 +96,8 @@ class OrchestratorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamEvents(self, request, context):
-        """The run's events from a sequence number on; ends when the run ends.
+        """The run's events from a sequence number on: past ones first, then live ones; the stream
+        ends after the run's final event (completed, failed or cancelled).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

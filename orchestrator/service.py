@@ -1,0 +1,887 @@
+"""OrchestratorService: evaluation runs over gRPC, kept on disk, resumed after a restart.
+
+``moria serve orchestrator [--state-dir DIR] [--address 0.0.0.0:50070]
+[--max-concurrent-runs N]`` (plus the shared server flags: TLS, token, metrics, grace) serves
+``moria.orchestrator.v1.OrchestratorService``. A submitted run spec is validated like
+``moria eval``'s, then executed by ``orchestrator.runner.run_evaluation`` in a worker thread
+with its own event loop (so a run's blocking work and its gRPC channels never touch the
+server's loop). At most ``max_concurrent_runs`` runs execute at once; the others wait, first in
+first out.
+
+Everything lives under the state directory (the working directory by default; nothing is
+written there before the first submission)::
+
+    runs/<run_id>/service.json           the run: scrubbed spec, state, error, times, summary
+                                         (written atomically)
+    runs/<run_id>/service_events.jsonl   the run's event log: line N is event sequence N
+    runs/<run_id>/...                    the run's results, the output directory of a
+                                         `moria eval` (run.json, summary.json, <env>/...,
+                                         <run_id>_events.jsonl, <run_id>_episodes.jsonl)
+
+The submitted ``eval.output_dir`` is ignored (replaced by ``<state_dir>/runs/<run_id>``), so a
+client cannot make the server write elsewhere; ``eval.run_id`` becomes the run id when the
+request gives none. The runner's own metadata keeps its name ``run.json`` inside the results,
+which is why the service's record is ``service.json``.
+
+The event log merges, in one durable order, the service's lifecycle events (``submitted``,
+``running``, ``resumed``, ``interrupted``, ``completed``, ``failed``, ``cancelled``) with the
+runner's telemetry, tailed from ``<run_id>_events.jsonl`` (``run_started``,
+``episode_started``, ``episode_retried``, ``run_finished``) and ``<run_id>_episodes.jsonl``
+(one ``episode_finished`` per written episode, carrying ``episodes_done``/``episodes_total``).
+Each tailed line records the byte offset it was copied up to, so a restarted server copies what
+it had not copied yet: nothing is lost or repeated. A line cut by a crash is dropped when the
+log is loaded, so sequence numbers stay dense.
+
+Run states: queued -> running -> succeeded | failed | cancelled. A run whose episodes partly
+failed (``env_error``/``agent_error`` results) ends ``failed``; resubmitting the same spec under
+the same id resumes a failed or cancelled run (finished episodes are kept). On SIGTERM the
+server stops taking calls, cancels running runs (episodes already written stay) and records
+``interrupted``; on the next start every run that was queued or running is resumed
+(``resumed``), and ``run_evaluation`` skips the episodes already in its output directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import concurrent.futures
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+from google.protobuf import json_format, struct_pb2
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from pydantic import ValidationError
+from rich.console import Console
+
+from moria.common.v1 import types_pb2
+from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
+from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
+from moria.server import Drain
+from orchestrator.records import SCORED_END_REASONS
+from orchestrator.results import atomic_write_text, completed_keys
+from orchestrator.spec import RunSpec, describe_errors
+from orchestrator.telemetry import dumps, scrub
+
+log = logging.getLogger("moria.orchestrator.service")
+
+#: Run ids: a plain file name (letters, digits, '.', '_', '-'), 1 to 64 characters.
+RUN_ID_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RUNS_DIR: Final[str] = "runs"
+RECORD_FILE: Final[str] = "service.json"
+EVENTS_FILE: Final[str] = "service_events.jsonl"
+
+QUEUED: Final[str] = "queued"
+RUNNING: Final[str] = "running"
+SUCCEEDED: Final[str] = "succeeded"
+FAILED: Final[str] = "failed"
+CANCELLED: Final[str] = "cancelled"
+STATES: Final[tuple[str, ...]] = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
+FINAL_STATES: Final[frozenset[str]] = frozenset({SUCCEEDED, FAILED, CANCELLED})
+#: The event that ends a run's stream, per final state.
+FINAL_EVENT: Final[dict[str, str]] = {SUCCEEDED: "completed", FAILED: "failed",
+                                      CANCELLED: "cancelled"}
+PROTO_STATE: Final[dict[str, int]] = {
+    QUEUED: pb.RUN_STATE_QUEUED, RUNNING: pb.RUN_STATE_RUNNING,
+    SUCCEEDED: pb.RUN_STATE_SUCCEEDED, FAILED: pb.RUN_STATE_FAILED,
+    CANCELLED: pb.RUN_STATE_CANCELLED}
+
+DEFAULT_PAGE_SIZE: Final[int] = 50
+MAX_PAGE_SIZE: Final[int] = 1000
+#: Fields of a telemetry ``episode`` line kept in an ``episode_finished`` event.
+EPISODE_EVENT_FIELDS: Final[tuple[str, ...]] = (
+    "env", "task", "episode_index", "seed", "end_reason", "progression", "num_steps",
+    "episode_return", "attempts", "error", "wall_time_s")
+#: Telemetry files tailed into the event log: source name -> file name suffix.
+TELEMETRY_SOURCES: Final[dict[str, str]] = {"events": "_events.jsonl",
+                                            "episodes": "_episodes.jsonl"}
+_MAX_EXACT_INT: Final[int] = 2**53
+
+
+class RunServiceError(Exception):
+    """A request the service refuses: ``code`` is the gRPC status, ``message`` its text."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# -- conversions -------------------------------------------------------------------------------
+def integral_numbers(obj: Any) -> Any:
+    """Return ``obj`` with floats that hold whole numbers (below 2**53) turned into ints, at any
+    depth: a Struct carries every number as a double, and options such as
+    ``envs.babyai_kwargs.num_dists`` must reach the env as ints."""
+    if isinstance(obj, float) and obj.is_integer() and abs(obj) < _MAX_EXACT_INT:
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: integral_numbers(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [integral_numbers(v) for v in obj]
+    return obj
+
+
+def struct_safe(obj: Any) -> Any:
+    """Return ``obj`` ready for a protobuf Struct: ints beyond 2**53 (64-bit seeds) become
+    decimal strings instead of losing digits as doubles; non-finite floats become None."""
+    if isinstance(obj, bool) or obj is None:
+        return obj
+    if isinstance(obj, int):
+        return str(obj) if abs(obj) >= _MAX_EXACT_INT else obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): struct_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [struct_safe(v) for v in obj]
+    return obj
+
+
+def to_struct(data: dict[str, Any] | None) -> struct_pb2.Struct:
+    """A JSON-like dict as a Struct (see ``struct_safe``)."""
+    out = struct_pb2.Struct()
+    if data:
+        out.update(struct_safe(data))
+    return out
+
+
+def _iso_to_unix(value: Any) -> float:
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _normalised(spec: RunSpec) -> dict[str, Any]:
+    """The spec as stored and compared: a JSON round trip of its scrubbed dump."""
+    return dict(json.loads(dumps(spec.model_dump(mode="json"))))
+
+
+def _comparable(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` without ``eval.output_dir`` (the server's choice, not the client's)."""
+    evaluation = {k: v for k, v in dict(spec.get("eval") or {}).items() if k != "output_dir"}
+    return {**spec, "eval": evaluation}
+
+
+# -- the event log -----------------------------------------------------------------------------
+class EventLog:
+    """The durable, ordered event log of one run: ``service_events.jsonl``, one JSON object per
+    line, line N (1-based) being the event of sequence N.
+
+    Each line holds ``sequence``, ``type``, ``ts`` (Unix seconds), ``payload`` and, for events
+    copied from the runner's telemetry, ``source`` = ``{"file": "events"|"episodes", "end":
+    byte offset}``. Appends are flushed and fsynced before they become visible to readers.
+    Must be used from one event loop (the server's).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.events: list[dict[str, Any]] = []
+        #: telemetry source -> bytes of it already copied into the log
+        self.offsets: dict[str, int] = {}
+        self._changed = asyncio.Event()
+
+    @classmethod
+    def load(cls, path: Path) -> EventLog:
+        """Read ``path`` (missing: empty log). A last line without its newline (a crash while
+        writing it) is cut off the file, so sequences stay dense. Raises OSError."""
+        events = cls(path)
+        if not path.exists():
+            return events
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep < len(data):
+            log.warning("%s: dropping an incomplete last line (%d bytes)", path, len(data) - keep)
+            with path.open("r+b") as handle:
+                handle.truncate(keep)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for number, raw in enumerate(data[:keep].splitlines(), start=1):
+            try:
+                event = json.loads(raw)
+                if not isinstance(event, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                log.warning("%s: line %d is unreadable; kept as an 'unreadable' event", path,
+                            number)
+                event = {"type": "unreadable", "ts": 0.0, "payload": {}}
+            event["sequence"] = number
+            events.events.append(event)
+            source = event.get("source")
+            if isinstance(source, dict) and isinstance(source.get("end"), int):
+                name = str(source.get("file"))
+                events.offsets[name] = max(events.offsets.get(name, 0), source["end"])
+        return events
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last event (0: none)."""
+        return len(self.events)
+
+    @property
+    def changed(self) -> asyncio.Event:
+        """An event set at the next append (take it before reading ``events``)."""
+        return self._changed
+
+    def append(self, items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]],
+               ) -> None:
+        """Append ``(type, unix ts, payload, source)`` items in order, durably. Raises OSError."""
+        if not items:
+            return
+        new: list[dict[str, Any]] = []
+        for kind, ts, payload, source in items:
+            event: dict[str, Any] = {"sequence": len(self.events) + len(new) + 1, "type": kind,
+                                     "ts": ts, "payload": payload}
+            if source is not None:
+                event["source"] = source
+            new.append(json.loads(dumps(event)))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8", newline="\n") as handle:
+            handle.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in new))
+            handle.flush()
+            os.fsync(handle.fileno())
+        for event in new:
+            self.events.append(event)
+            source = event.get("source")
+            if source is not None:
+                self.offsets[source["file"]] = source["end"]
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+
+def read_telemetry(path: Path, offset: int) -> list[tuple[int, dict[str, Any]]]:
+    """The complete JSON lines of ``path`` after byte ``offset``, as (end offset, object).
+
+    A line that does not parse (a crash cut it, then a resumed run appended to it) is read from
+    its last ``{"ts"`` on, else skipped. A missing file reads as empty."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    out: list[tuple[int, dict[str, Any]]] = []
+    position = offset
+    for raw in data[:data.rfind(b"\n") + 1].splitlines(keepends=True):
+        position += len(raw)
+        line = _parse_line(raw)
+        if line is None:
+            log.warning("%s: skipping an unreadable telemetry line ending at byte %d", path,
+                        position)
+            continue
+        out.append((position, line))
+    return out
+
+
+def _parse_line(raw: bytes) -> dict[str, Any] | None:
+    for candidate in (raw, raw[raw.rfind(b'{"ts"'):] if b'{"ts"' in raw else b""):
+        try:
+            line = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and "type" in line:
+            return line
+    return None
+
+
+# -- runs ---------------------------------------------------------------------------------------
+class _ThreadRun:
+    """One execution of ``run_evaluation`` in a worker thread with its own event loop; ``cancel``
+    may be called from any thread, before or during the run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelled = False
+
+    def run(self, spec: RunSpec) -> tuple[str, Any]:
+        """Run ``spec``; returns ("ok", RunOutcome), ("cancelled", None) or ("error", text)."""
+        from orchestrator.runner import run_evaluation
+
+        async def main() -> Any:
+            with self._lock:
+                if self._cancelled:
+                    raise asyncio.CancelledError
+                self._loop = asyncio.get_running_loop()
+                self._task = asyncio.current_task()
+            return await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
+
+        try:
+            return "ok", asyncio.run(main())
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            return "cancelled", None
+        except Exception as exc:
+            from orchestrator.runner import PreflightError
+            from orchestrator.stack import StackError
+
+            if isinstance(exc, PreflightError | StackError):
+                return "error", str(exc)
+            log.exception("run %s failed", spec.eval.run_id)
+            return "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            with self._lock:
+                self._loop = self._task = None
+
+    def cancel(self) -> None:
+        """Ask the run to stop (its in-flight episodes are dropped, written ones stay)."""
+        with self._lock:
+            self._cancelled = True
+            if self._loop is not None and self._task is not None:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+
+
+@dataclass
+class RunEntry:
+    """One run as the service holds it (``record()`` is what ``service.json`` stores)."""
+
+    run_id: str
+    directory: Path
+    spec: dict[str, Any]
+    state: str
+    created_at: float
+    updated_at: float
+    events: EventLog
+    error: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    episodes_total: int = 0
+    done_keys: set[tuple[str, str, int]] | None = None
+    handle: _ThreadRun | None = None
+    interrupted: bool = False
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """True while an execution is in progress (its final events not yet logged)."""
+        return self.task is not None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON document of ``service.json``."""
+        return {"run_id": self.run_id, "state": self.state, "error": self.error,
+                "created_at": self.created_at, "updated_at": self.updated_at,
+                "episodes_total": self.episodes_total, "summary": self.summary,
+                "spec": self.spec}
+
+    def run_spec(self) -> RunSpec:
+        """The stored spec, validated, its output dir and run id pinned to this run."""
+        spec = RunSpec.model_validate(self.spec)
+        spec.eval.output_dir = str(self.directory)
+        spec.eval.run_id = self.run_id
+        return spec
+
+
+def _page_token(entry: RunEntry) -> str:
+    raw = json.dumps([entry.created_at, entry.run_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _parse_page_token(token: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        created_at, run_id = json.loads(raw)
+        return float(created_at), str(run_id)
+    except (ValueError, TypeError, binascii.Error):
+        raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                              "page_token is not a token from ListRuns") from None
+
+
+class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
+    """``moria.orchestrator.v1.OrchestratorService`` over runs kept under ``state_dir``.
+
+    ``drain``: the server's drain state (submissions and event streams answer UNAVAILABLE once
+    it drains). ``max_concurrent_runs`` (>= 1): runs executing at once, the rest queue FIFO.
+    ``poll_interval_s``: how often a running run's telemetry files are tailed.
+    ``registry``: Prometheus registry for the ``moria_orchestrator_*`` metrics (None: a new
+    one, at ``self.registry``). Call ``await start()`` before serving (loads the runs and
+    resumes unfinished ones) and ``await aclose()`` after (interrupts running runs; they resume
+    at the next start). Raises ValueError for ``max_concurrent_runs`` < 1.
+    """
+
+    def __init__(self, state_dir: str | Path, *, drain: Drain | None = None,
+                 max_concurrent_runs: int = 1, poll_interval_s: float = 0.2,
+                 registry: CollectorRegistry | None = None):
+        if max_concurrent_runs < 1:
+            raise ValueError(f"max_concurrent_runs must be >= 1 (got {max_concurrent_runs})")
+        self.state_dir = Path(state_dir).resolve()
+        self.drain = drain or Drain()
+        self.max_concurrent_runs = max_concurrent_runs
+        self.poll_interval_s = poll_interval_s
+        self.runs: dict[str, RunEntry] = {}
+        self._pending: deque[str] = deque()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_concurrent_runs, thread_name_prefix="moria-run")
+        self._closing = False
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._runs_gauge = Gauge("moria_orchestrator_runs", "Runs known, by state.", ["state"],
+                                 registry=self.registry)
+        self._events_counter = Counter("moria_orchestrator_events_total",
+                                       "Run events logged, by type.", ["type"],
+                                       registry=self.registry)
+
+    @property
+    def runs_dir(self) -> Path:
+        """``<state_dir>/runs``."""
+        return self.state_dir / RUNS_DIR
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load every run under ``runs/``; re-queue those that were queued or running (event
+        ``resumed``), oldest first, and start as many as allowed. Unreadable run folders are
+        logged and skipped."""
+        if not self.runs_dir.is_dir():
+            self._update_gauge()
+            return
+        resumed: list[RunEntry] = []
+        for directory in sorted(p for p in self.runs_dir.iterdir() if p.is_dir()):
+            try:
+                entry = self._load(directory)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping run folder %s: %s", directory, exc)
+                continue
+            self.runs[entry.run_id] = entry
+            if entry.state not in FINAL_STATES:
+                resumed.append(entry)
+        for entry in sorted(resumed, key=lambda e: (e.created_at, e.run_id)):
+            previous = entry.state
+            entry.done_keys = await self._completed(entry)
+            self._copy_telemetry(entry)  # what the last process had not copied yet
+            self._set_state(entry, QUEUED)
+            self._log(entry, "resumed", previous_state=previous,
+                      episodes_done=len(entry.done_keys), episodes_total=entry.episodes_total)
+            self._pending.append(entry.run_id)
+        log.info("loaded %d run(s) from %s, %d resumed", len(self.runs), self.runs_dir,
+                 len(resumed))
+        self._update_gauge()
+        self._schedule()
+
+    def _load(self, directory: Path) -> RunEntry:
+        record = json.loads((directory / RECORD_FILE).read_text(encoding="utf-8"))
+        state = str(record["state"])
+        if state not in STATES:
+            raise ValueError(f"unknown state {state!r}")
+        return RunEntry(run_id=str(record["run_id"]), directory=directory,
+                        spec=dict(record["spec"]), state=state,
+                        created_at=float(record["created_at"]),
+                        updated_at=float(record["updated_at"]),
+                        events=EventLog.load(directory / EVENTS_FILE),
+                        error=str(record.get("error", "")),
+                        summary=dict(record.get("summary") or {}),
+                        episodes_total=int(record.get("episodes_total", 0)))
+
+    async def aclose(self) -> None:
+        """Stop taking runs, interrupt the running ones (event ``interrupted``; their state
+        stays running so the next start resumes them) and wait for them to stop."""
+        self._closing = True
+        tasks = []
+        for entry in self.runs.values():
+            if entry.task is not None:
+                entry.interrupted = True
+                if entry.handle is not None:
+                    entry.handle.cancel()
+                tasks.append(entry.task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._executor.shutdown(wait=True)
+
+    # -- scheduling -----------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        while (not self._closing and self._pending
+               and sum(e.busy for e in self.runs.values()) < self.max_concurrent_runs):
+            entry = self.runs[self._pending.popleft()]
+            if entry.state != QUEUED:
+                continue
+            entry.task = asyncio.create_task(self._execute(entry), name=f"run-{entry.run_id}")
+
+    async def _execute(self, entry: RunEntry) -> None:
+        try:
+            await self._execute_inner(entry)
+        except Exception as exc:
+            log.exception("run %s: service error", entry.run_id)
+            with contextlib.suppress(Exception):
+                self._finish(entry, FAILED, error=f"orchestrator service error: {exc}")
+        finally:
+            entry.task = None
+            entry.handle = None
+            self._update_gauge()
+            self._schedule()
+
+    async def _execute_inner(self, entry: RunEntry) -> None:
+        spec = entry.run_spec()
+        planned = spec.episodes()
+        entry.episodes_total = len(planned)
+        entry.done_keys = await self._completed(entry)
+        entry.handle = _ThreadRun()
+        entry.interrupted = False
+        entry.error = ""
+        self._set_state(entry, RUNNING)
+        self._log(entry, "running", episodes_total=entry.episodes_total,
+                  episodes_done=len(entry.done_keys), output_dir=str(entry.directory))
+        follower = asyncio.create_task(self._follow_telemetry(entry))
+        try:
+            loop = asyncio.get_running_loop()
+            kind, value = await loop.run_in_executor(self._executor, entry.handle.run, spec)
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+        self._copy_telemetry(entry)
+        entry.done_keys = await self._completed(entry)
+        counts: dict[str, Any] = {"episodes_done": len(entry.done_keys),
+                                  "episodes_total": entry.episodes_total}
+        if kind == "cancelled" and entry.interrupted:
+            self._log(entry, "interrupted", reason="the orchestrator is shutting down; the run "
+                      "resumes when it starts again", **counts)
+            self._touch(entry)
+        elif kind == "cancelled":
+            self._finish(entry, CANCELLED, **counts)
+        elif kind == "error":
+            self._finish(entry, FAILED, error=str(value), **counts)
+        else:
+            outcome = value
+            entry.summary = scrub(dict(outcome.summary))
+            figures = {"average_progress": entry.summary.get("average_progress"),
+                       "standard_error": entry.summary.get("standard_error"),
+                       "ran": outcome.ran, "skipped": outcome.skipped, **counts}
+            if outcome.errors:
+                error = (f"{len(outcome.errors)} episode(s) failed (resubmit the same spec and "
+                         f"run id to retry them); first: {outcome.errors[0]}")
+                self._finish(entry, FAILED, error=error, **figures)
+            else:
+                self._finish(entry, SUCCEEDED, **figures)
+
+    async def _completed(self, entry: RunEntry) -> set[tuple[str, str, int]]:
+        if not entry.directory.is_dir():
+            return set()
+        planned = set(RunSpec.model_validate(entry.spec).episodes())
+        return await asyncio.to_thread(lambda: completed_keys(entry.directory) & planned)
+
+    async def _follow_telemetry(self, entry: RunEntry) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval_s)
+            try:
+                self._copy_telemetry(entry)
+            except OSError as exc:
+                log.warning("run %s: cannot tail telemetry: %s", entry.run_id, exc)
+
+    def _copy_telemetry(self, entry: RunEntry) -> None:
+        """Append the runner's telemetry lines not copied yet, merged in time order (each
+        file's own order kept)."""
+        batches = []
+        for source, suffix in TELEMETRY_SOURCES.items():
+            path = entry.directory / f"{entry.run_id}{suffix}"
+            lines = read_telemetry(path, entry.events.offsets.get(source, 0))
+            batches.append([(_iso_to_unix(line.get("ts")), n, source, end, line)
+                            for n, (end, line) in enumerate(lines)])
+        merged = []
+        positions = [0] * len(batches)
+        while True:
+            heads = [(batch[i][0], k) for k, (batch, i) in enumerate(zip(batches, positions,
+                                                                          strict=True))
+                     if i < len(batch)]
+            if not heads:
+                break
+            _, k = min(heads)
+            merged.append(batches[k][positions[k]])
+            positions[k] += 1
+        items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]] = []
+        for ts, _, source, end, line in merged:
+            payload = {k: v for k, v in line.items() if k not in ("ts", "run_id", "type")}
+            kind = str(line["type"])
+            if source == "episodes":
+                kind = "episode_finished"
+                payload = {k: payload[k] for k in EPISODE_EVENT_FIELDS if k in payload}
+                if entry.done_keys is None:
+                    entry.done_keys = set()
+                key = (str(payload.get("env")), str(payload.get("task")),
+                       int(payload.get("episode_index", -1)))
+                if payload.get("end_reason") in SCORED_END_REASONS:
+                    entry.done_keys.add(key)
+                payload["episodes_done"] = len(entry.done_keys)
+                payload["episodes_total"] = entry.episodes_total
+            items.append((kind, ts, payload, {"file": source, "end": end}))
+        self._append(entry, items)
+
+    # -- state changes --------------------------------------------------------------------------
+    def _append(self, entry: RunEntry,
+                items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]]) -> None:
+        entry.events.append(items)
+        for kind, *_ in items:
+            self._events_counter.labels(kind).inc()
+
+    def _log(self, entry: RunEntry, kind: str, **payload: Any) -> None:
+        self._append(entry, [(kind, time.time(), payload, None)])
+
+    def _touch(self, entry: RunEntry) -> None:
+        entry.updated_at = time.time()
+        atomic_write_text(entry.directory / RECORD_FILE, dumps(entry.record(), indent=2))
+
+    def _set_state(self, entry: RunEntry, state: str) -> None:
+        entry.state = state
+        self._touch(entry)
+        self._update_gauge()
+
+    def _finish(self, entry: RunEntry, state: str, *, error: str = "", **payload: Any) -> None:
+        """Record a final state, then its event (``completed``/``failed``/``cancelled``)."""
+        entry.error = error
+        self._set_state(entry, state)
+        self._log(entry, FINAL_EVENT[state], **({"error": error} if error else {}), **payload)
+
+    def _update_gauge(self) -> None:
+        for state in STATES:
+            self._runs_gauge.labels(state).set(
+                sum(1 for e in self.runs.values() if e.state == state))
+
+    # -- helpers for the RPCs --------------------------------------------------------------------
+    def _get(self, run_id: str) -> RunEntry:
+        entry = self.runs.get(run_id)
+        if entry is None:
+            raise RunServiceError(grpc.StatusCode.NOT_FOUND, f"no run {run_id!r}")
+        return entry
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing or self.drain.draining:
+            raise RunServiceError(grpc.StatusCode.UNAVAILABLE,
+                                  "the orchestrator is shutting down; retry shortly")
+
+    def _validate(self, request: pb.SubmitRunRequest) -> tuple[str, RunSpec]:
+        data = integral_numbers(json_format.MessageToDict(request.spec))
+        data.pop("hydra", None)
+        try:
+            spec = RunSpec.model_validate(data)
+        except ValidationError as exc:
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  describe_errors(exc)) from None
+        run_id = request.run_id or spec.eval.run_id or ""
+        if request.run_id and spec.eval.run_id and request.run_id != spec.eval.run_id:
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"run_id {request.run_id!r} differs from the spec's "
+                                  f"eval.run_id {spec.eval.run_id!r}; give one of them")
+        if not run_id:
+            run_id = time.strftime("run-%Y%m%dT%H%M%SZ-", time.gmtime()) + uuid.uuid4().hex[:6]
+        if not RUN_ID_PATTERN.match(run_id):
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"bad run id {run_id!r}: use 1 to 64 letters, digits, '.', '_' "
+                                  "or '-', starting with a letter or digit")
+        spec.eval.run_id = run_id
+        spec.eval.output_dir = str(self.runs_dir / run_id)
+        return run_id, spec
+
+    async def _run_message(self, entry: RunEntry, *, with_spec: bool = True) -> pb.Run:
+        if entry.done_keys is None:
+            entry.done_keys = await self._completed(entry)
+        if not entry.episodes_total:
+            entry.episodes_total = len(RunSpec.model_validate(entry.spec).episodes())
+        run = pb.Run(run_id=entry.run_id, state=PROTO_STATE[entry.state],  # type: ignore[arg-type]
+                     episodes_total=entry.episodes_total, episodes_done=len(entry.done_keys),
+                     summary=to_struct(entry.summary), error=entry.error,
+                     created_at=entry.created_at, updated_at=entry.updated_at,
+                     last_sequence=entry.events.last_sequence, output_dir=str(entry.directory),
+                     version=self._versions(entry))
+        if with_spec:
+            run.spec.CopyFrom(to_struct(entry.spec))
+        return run
+
+    @staticmethod
+    def _versions(entry: RunEntry) -> types_pb2.VersionInfo:
+        try:
+            meta = json.loads((entry.directory / "run.json").read_text(encoding="utf-8"))
+            versions = {str(k): str(v) for k, v in dict(meta.get("versions") or {}).items()}
+        except (OSError, ValueError, AttributeError):
+            versions = {}
+        return types_pb2.VersionInfo(api_version=versions.pop("api", ""),
+                                     package_version=versions.pop("moria", ""),
+                                     components=versions)
+
+    # -- RPCs -----------------------------------------------------------------------------------
+    async def SubmitRun(self, request: pb.SubmitRunRequest,
+                        context: grpc.aio.ServicerContext) -> pb.SubmitRunResponse:
+        """Validate and queue a run (see the module docstring for resubmission)."""
+        try:
+            self._refuse_if_closing()
+            run_id, spec = self._validate(request)
+            normal = _normalised(spec)
+            existing = self.runs.get(run_id)
+            if existing is not None:
+                if _comparable(existing.spec) != _comparable(normal):
+                    raise RunServiceError(grpc.StatusCode.ALREADY_EXISTS,
+                                          f"run {run_id!r} exists with a different spec; "
+                                          "choose another run id")
+                if existing.state in (FAILED, CANCELLED) and not existing.busy:
+                    previous = existing.state
+                    self._set_state(existing, QUEUED)
+                    self._log(existing, "resumed", previous_state=previous, reason="resubmitted")
+                    self._pending.append(run_id)
+                    self._schedule()
+                return pb.SubmitRunResponse(run_id=run_id,
+                                            run=await self._run_message(existing),
+                                            created=False)
+            if (self.runs_dir / run_id).exists():
+                raise RunServiceError(grpc.StatusCode.ALREADY_EXISTS,
+                                      f"run folder {run_id!r} exists but holds no run record; "
+                                      "choose another run id")
+            now = time.time()
+            entry = RunEntry(run_id=run_id, directory=self.runs_dir / run_id, spec=normal,
+                             state=QUEUED, created_at=now, updated_at=now,
+                             events=EventLog(self.runs_dir / run_id / EVENTS_FILE),
+                             episodes_total=len(spec.episodes()))
+            entry.directory.mkdir(parents=True, exist_ok=False)
+            self.runs[run_id] = entry
+            self._set_state(entry, QUEUED)
+            self._log(entry, "submitted", episodes_total=entry.episodes_total)
+            self._pending.append(run_id)
+            self._schedule()
+            return pb.SubmitRunResponse(run_id=run_id, run=await self._run_message(entry),
+                                        created=True)
+        except RunServiceError as exc:
+            await context.abort(exc.code, exc.message)
+            raise  # not reached
+
+    async def GetRun(self, request: pb.GetRunRequest,
+                     context: grpc.aio.ServicerContext) -> pb.GetRunResponse:
+        """The run with its spec, counts and summary; NOT_FOUND for an unknown id."""
+        try:
+            return pb.GetRunResponse(run=await self._run_message(self._get(request.run_id)))
+        except RunServiceError as exc:
+            await context.abort(exc.code, exc.message)
+            raise
+
+    async def CancelRun(self, request: pb.CancelRunRequest,
+                        context: grpc.aio.ServicerContext) -> pb.CancelRunResponse:
+        """Cancel a queued run at once, or a running one (it turns ``cancelled`` once its
+        thread has stopped; the answer may still say running). A run that already ended is
+        returned unchanged."""
+        try:
+            entry = self._get(request.run_id)
+            if entry.busy and entry.handle is not None:
+                entry.handle.cancel()
+            elif entry.state == QUEUED:
+                with contextlib.suppress(ValueError):
+                    self._pending.remove(entry.run_id)
+                self._finish(entry, CANCELLED, episodes_total=entry.episodes_total)
+            return pb.CancelRunResponse(run=await self._run_message(entry))
+        except RunServiceError as exc:
+            await context.abort(exc.code, exc.message)
+            raise
+
+    async def ListRuns(self, request: pb.ListRunsRequest,
+                       context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
+        """Runs newest first, ``page_size`` at a time (0: 50; at most 1000); the page token
+        marks the last run returned, so runs submitted meanwhile do not shift later pages."""
+        try:
+            if request.page_size < 0:
+                raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                      "page_size must be >= 0")
+            size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+            ordered = sorted(self.runs.values(), key=lambda e: (e.created_at, e.run_id),
+                             reverse=True)
+            if request.page_token:
+                after = _parse_page_token(request.page_token)
+                ordered = [e for e in ordered if (e.created_at, e.run_id) < after]
+            page = ordered[:size]
+            runs = [await self._run_message(e, with_spec=False) for e in page]
+            token = _page_token(page[-1]) if len(ordered) > size else ""
+            return pb.ListRunsResponse(runs=runs, next_page_token=token)
+        except RunServiceError as exc:
+            await context.abort(exc.code, exc.message)
+            raise
+
+    async def StreamEvents(self, request: pb.StreamEventsRequest,
+                           context: grpc.aio.ServicerContext,
+                           ) -> AsyncIterator[pb.StreamEventsResponse]:
+        """Events from ``from_sequence`` (0 or 1: the first) on, then live ones; ends after the
+        run's final event. UNAVAILABLE when the server shuts down (reconnect from the last
+        sequence received + 1)."""
+        try:
+            if request.from_sequence < 0:
+                raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                      "from_sequence must be >= 0")
+            entry = self._get(request.run_id)
+        except RunServiceError as exc:
+            await context.abort(exc.code, exc.message)
+            return
+        next_sequence = max(1, request.from_sequence)
+        while True:
+            changed = entry.events.changed
+            while next_sequence <= entry.events.last_sequence:
+                yield pb.StreamEventsResponse(event=_event_message(
+                    entry.events.events[next_sequence - 1]))
+                next_sequence += 1
+            if entry.state in FINAL_STATES:  # its final event is logged with the state
+                return
+            if self._closing or self.drain.draining:
+                await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                    "the orchestrator is shutting down; reconnect with "
+                                    f"from_sequence={next_sequence}")
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=0.5)
+
+
+def _event_message(event: dict[str, Any]) -> pb.RunEvent:
+    return pb.RunEvent(sequence=int(event["sequence"]), type=str(event.get("type", "")),
+                       timestamp=float(event.get("ts") or 0.0),
+                       payload=to_struct(dict(event.get("payload") or {})))
+
+
+# -- entry point ---------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """CLI of ``moria serve orchestrator``."""
+    from moria.server import add_server_arguments
+
+    parser = argparse.ArgumentParser(
+        prog="moria serve orchestrator",
+        description="Run the orchestrator as a service: takes runs over gRPC, keeps them "
+                    "under --state-dir and resumes unfinished ones after a restart.")
+    parser.add_argument("--state-dir", default=".",
+                        help="where runs and their results are kept (default: the working "
+                             "directory)")
+    parser.add_argument("--max-concurrent-runs", type=int, default=1,
+                        help="runs executing at once; others queue (default 1)")
+    add_server_arguments(parser, default_address="0.0.0.0:50070")
+    return parser
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Start the service and block until SIGTERM/SIGINT, then drain and interrupt runs."""
+    from moria.metrics import serve_metrics_if_asked
+    from moria.server import MoriaServer, run_until_signalled, server_options_from_args
+
+    if args.max_concurrent_runs < 1:
+        raise SystemExit(f"--max-concurrent-runs must be >= 1 (got {args.max_concurrent_runs})")
+    options = server_options_from_args(args)
+    drain = Drain()
+    servicer = OrchestratorServicer(args.state_dir, drain=drain,
+                                    max_concurrent_runs=args.max_concurrent_runs)
+    await servicer.start()
+    serve_metrics_if_asked(args.metrics_address, servicer.registry)
+    server = MoriaServer(
+        [lambda s: pb_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],
+        [pb.DESCRIPTOR.services_by_name["OrchestratorService"].full_name],
+        address=args.address, drain=drain, grace_s=args.grace, **options)
+    await run_until_signalled(server, servicer.aclose)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m orchestrator.service [serve] [flags]``."""
+    from moria.server import server_main
+
+    return server_main(build_parser, serve, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
