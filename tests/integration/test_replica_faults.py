@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -113,3 +115,45 @@ async def test_replica_choice_spreads_load_skips_draining_full_and_dead() -> Non
     replicas.mark_full("a")  # it answered RESOURCE_EXHAUSTED a moment ago
     replicas.release("b")
     assert await replicas.acquire() == "b"
+
+
+async def _sigterm_when_busy(out: Path, env: ServerProcess) -> float:
+    while len(list(out.rglob("*_run_*.json"))) < 4:
+        await asyncio.sleep(0.05)
+    while not await _busy_env(env):
+        await asyncio.sleep(0.01)
+    env.process.terminate()  # SIGTERM: drain
+    return time.time()
+
+
+async def test_sigterm_drains_an_env_replica_and_new_episodes_go_elsewhere(
+        tmp_path: Path) -> None:
+    """SIGTERM on one env replica mid-run: the episodes it was running finish there (none is
+    lost or retried for it), later episodes start on the other replica, and the drained
+    process exits cleanly within its grace period."""
+    env_args = ("--families", "babyai", "--capacity", "8", "--grace", "30")
+    with server_processes(("env_server", env_args), ("env_server", env_args),
+                          ("agent_server", ())) as (env_a, env_b, policy):
+        spec = load_spec(None, [
+            "envs.names=babyai", "eval.num_episodes.babyai=4", f"eval.output_dir={tmp_path}",
+            "agent.type=dummy", "eval.num_workers=4", "eval.max_steps_per_episode=120",
+            f"endpoints.env.babyai=[{env_a.target},{env_b.target}]",
+            f"endpoints.policy=[{policy.target}]"])
+        draining = asyncio.create_task(_sigterm_when_busy(tmp_path, env_a))
+        outcome = await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
+        signalled_at = await draining
+        assert env_a.process.wait(timeout=60) == 0  # drained and exited on its own
+    episodes = [json.loads(p.read_text()) for p in tmp_path.rglob("*_run_*.json")]
+    assert len(episodes) == 20 and outcome.summary["episodes_played"] == 20
+    assert all(e["end_reason"] in ("terminated", "truncated") for e in episodes)
+    # a session the draining server had already accepted finished there; the only allowed
+    # retries are opens it refused as UNAVAILABLE (draining) in the instant before GetInfo said so
+    for episode in episodes:
+        assert all("UNAVAILABLE" in err for err in episode["retry_errors"]), episode
+    events = [json.loads(line) for line in
+              (tmp_path / f"{outcome.run_id}_events.jsonl").read_text().splitlines()]
+    started = [e for e in events if e["type"] == "episode_started"]
+    late = [e for e in started
+            if datetime.fromisoformat(e["ts"]).timestamp() > signalled_at + 1.0]
+    assert late and all(e["env_server"] == env_b.target for e in late)
+    assert any(e["env_server"] == env_a.target for e in started)
