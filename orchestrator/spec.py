@@ -315,24 +315,30 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
         raise SpecError(describe_errors(exc)) from None
 
 
-def describe_errors(exc: ValidationError) -> str:
-    """One line per problem: the dotted key, what was wrong and what is allowed."""
+def describe_errors(exc: ValidationError, root: type[BaseModel] | None = None,
+                    title: str = "run spec") -> str:
+    """One line per problem of a validation of ``root`` (default RunSpec): the dotted key and
+    what was wrong, with the keys allowed where an unknown key was given, e.g.
+    ``unknown key 'eval.sed'; allowed keys here: ...``; headed ``invalid <title>:``."""
     lines = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"])
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         if err["type"] == "extra_forbidden":
-            section = _model_at(err["loc"][:-1])
+            section = _model_at(root or RunSpec, err["loc"][:-1])
             allowed = ", ".join(sorted(section.model_fields)) if section else "?"
             lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
+        elif err["type"] == "missing":
+            lines.append(f"missing key '{key}'")
         else:
             lines.append(f"bad value for '{key}': {err['msg']} (got {err.get('input')!r})")
-    return "invalid run spec:\n  " + "\n  ".join(lines)
+    return f"invalid {title}:\n  " + "\n  ".join(lines)
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model a validation error location points into (``dict[str, Model]`` fields such as
-    ``players`` step over their key); None when it is not a model."""
-    model: type[BaseModel] = RunSpec
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model a validation error location points into, from ``root`` (``dict[str, Model]``
+    fields such as ``players`` step over their key; ``Model | None`` is the model); None when
+    it is not a model."""
+    model = root
     parts = list(loc)
     while parts:
         field = model.model_fields.get(str(parts.pop(0)))

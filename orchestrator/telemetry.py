@@ -153,6 +153,43 @@ def drop_partial_line(path: Path) -> int:
         return 0
 
 
+class JsonlAppender:
+    """Appends JSON lines to files, each file opened once (append mode) and kept open.
+
+    Thread-safe: each line goes out in one ``write`` plus ``flush`` under a lock, so lines
+    never interleave; before the first append to a file, a partial last line left by a killed
+    writer is cut off (``drop_partial_line``). After ``close`` appends are refused.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[Path, IO[str]] = {}
+        self._closed = False
+
+    def append(self, path: Path, line: str) -> bool:
+        """Append ``line`` (no newline inside; one is added). False when closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            handle = self._files.get(path)
+            if handle is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                drop_partial_line(path)
+                handle = path.open("a", encoding="utf-8", newline="\n")
+                self._files[path] = handle
+            handle.write(line + "\n")
+            handle.flush()
+            return True
+
+    def close(self) -> None:
+        """Flush and close every file. Idempotent."""
+        with self._lock:
+            self._closed = True
+            files, self._files = self._files, {}
+        for handle in files.values():
+            handle.close()
+
+
 class TelemetryWriter:
     """Append-only JSON-lines writer for one run's steps, episodes and lifecycle events.
 
@@ -166,9 +203,7 @@ class TelemetryWriter:
             raise ValueError(f"run_id must be a non-empty name without path separators: {run_id!r}")
         self.out_dir = Path(out_dir)
         self.run_id = run_id
-        self._lock = threading.Lock()
-        self._files: dict[str, IO[str]] = {}
-        self._closed = False
+        self._files = JsonlAppender()
 
     # -- paths -------------------------------------------------------------------------------
     @property
@@ -230,25 +265,12 @@ class TelemetryWriter:
         line = dumps({"ts": utc_now_iso(), "run_id": self.run_id, "type": kind, **payload})
         if "\n" in line:  # json.dumps escapes newlines in strings; guard the invariant anyway
             raise AssertionError("telemetry line contains a raw newline")
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("TelemetryWriter is closed")
-            handle = self._files.get(path.name)
-            if handle is None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                drop_partial_line(path)
-                handle = path.open("a", encoding="utf-8", newline="\n")
-                self._files[path.name] = handle
-            handle.write(line + "\n")
-            handle.flush()
+        if not self._files.append(path, line):
+            raise RuntimeError("TelemetryWriter is closed")
 
     def close(self) -> None:
         """Flush and close all files. Idempotent."""
-        with self._lock:
-            self._closed = True
-            files, self._files = self._files, {}
-        for handle in files.values():
-            handle.close()
+        self._files.close()
 
     def __enter__(self) -> Self:
         return self

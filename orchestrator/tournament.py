@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import re
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -56,6 +55,7 @@ from orchestrator.spec import (
     PlayerConfig,
     RunSpec,
     TasksConfig,
+    describe_errors,
 )
 
 #: Env families a tournament can run, with their tasks.
@@ -265,41 +265,8 @@ def load_tournament(path: str | Path, overrides: list[str] | None = None) -> Tou
     try:
         return TournamentSpec.model_validate(data)
     except ValidationError as exc:
-        raise TournamentSpecError(describe_errors(exc)) from None
-
-
-def describe_errors(exc: ValidationError) -> str:
-    """One line per problem: the dotted key, what was wrong, and the allowed keys."""
-    lines = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        if err["type"] == "extra_forbidden":
-            model = _model_at(err["loc"][:-1])
-            allowed = ", ".join(sorted(model.model_fields)) if model else "?"
-            lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
-        elif err["type"] == "missing":
-            lines.append(f"missing key '{key}'")
-        else:
-            lines.append(f"bad value for '{key}': {err['msg']} (got {err.get('input')!r})")
-    return "invalid tournament spec:\n  " + "\n  ".join(lines)
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] = TournamentSpec
-    parts = list(loc)
-    while parts:
-        found = model.model_fields.get(str(parts.pop(0)))
-        annotation = getattr(found, "annotation", None)
-        if typing.get_origin(annotation) is dict and parts:
-            parts.pop(0)
-            annotation = typing.get_args(annotation)[1]
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if typing.get_origin(annotation) is not None and len(args) == 1:
-            annotation = args[0]  # Optional[Model]
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        model = annotation
-    return model
+        raise TournamentSpecError(
+            describe_errors(exc, TournamentSpec, "tournament spec")) from None
 
 
 # -- scheduling -------------------------------------------------------------------------------

@@ -100,15 +100,6 @@ class WorkerSettings(BaseModel):
         """True when observations carry frames (vlm-worker with max_image_history > 0)."""
         return self.max_image_history > 0
 
-    def seat_options(self) -> dict[str, Any]:
-        """The env options of the worker's seat (only those set)."""
-        options: dict[str, Any] = {}
-        if self.coordination_level is not None:
-            options["coordination_level"] = self.coordination_level
-        if self.observation_mode is not None:
-            options["observation_mode"] = self.observation_mode
-        return options
-
     def client_config(self) -> ClientConfig:
         """The ``client`` section of every seat (the API key is not part of it)."""
         return _validated(ClientConfig, {

@@ -13,12 +13,11 @@ Every line is scrubbed of secrets (``orchestrator.telemetry.dumps``) and written
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from orchestrator.telemetry import dumps, utc_now_iso
+from orchestrator.telemetry import JsonlAppender, dumps, utc_now_iso
 
 #: Fields of a step line, in order.
 STEP_FIELDS: tuple[str, ...] = (
@@ -55,9 +54,7 @@ class WorkerTelemetry:
         self.run_id = run_id
         self.enabled = enabled
         self.echo = echo
-        self._lock = threading.Lock()
-        self._files: dict[str, IO[str]] = {}
-        self._closed = False
+        self._files = JsonlAppender()
 
     @property
     def steps_path(self) -> Path:
@@ -95,24 +92,9 @@ class WorkerTelemetry:
             self.echo({"type": "event", **body})
 
     def _write(self, path: Path, payload: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        line = dumps(payload) + "\n"
-        with self._lock:
-            if self._closed:
-                return
-            handle = self._files.get(path.name)
-            if handle is None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                handle = path.open("a", encoding="utf-8", newline="\n")
-                self._files[path.name] = handle
-            handle.write(line)
-            handle.flush()
+        if self.enabled:
+            self._files.append(path, dumps(payload))
 
     def close(self) -> None:
         """Flush and close the files."""
-        with self._lock:
-            self._closed = True
-            files, self._files = self._files, {}
-        for handle in files.values():
-            handle.close()
+        self._files.close()

@@ -50,8 +50,7 @@ def test_flags_override_the_config_file(tmp_path: Path) -> None:
     assert settings.client_config().client_name == "gemini"  # MOSAIC's alias
     assert settings.client_config().model_id == "gemini-2.0-flash"
     assert (settings.num_episodes, settings.max_steps, settings.agent_id) == (3, 50, "agent_1")
-    assert settings.seat_options() == {"coordination_level": 3,
-                                       "observation_mode": "visible_teammates"}
+    assert (settings.coordination_level, settings.observation_mode) == (3, "visible_teammates")
     assert settings.role == "defender" and settings.family == "multigrid"
 
 
