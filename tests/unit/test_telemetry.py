@@ -197,3 +197,31 @@ def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
     assert len({(e["worker"], e["i"]) for e in events}) == 400
     steps = read_lines(tmp_path / "r4_steps.jsonl")
     assert len(steps) == 100
+
+
+def test_a_partial_last_line_is_cut_before_appending(tmp_path: Path) -> None:
+    from orchestrator.telemetry import drop_partial_line
+
+    path = tmp_path / "r_events.jsonl"
+    path.write_text('{"a": 1}\n{"b": 2}\n{"c": ')  # a writer killed mid-line
+    assert drop_partial_line(path) == len('{"c": ')
+    assert path.read_text() == '{"a": 1}\n{"b": 2}\n'
+    assert drop_partial_line(path) == 0  # whole files are left alone
+    assert drop_partial_line(tmp_path / "missing.jsonl") == 0
+    path.write_text('{"only": "partial"')
+    assert drop_partial_line(path) > 0 and path.read_text() == ""
+    path.write_text('{"x": 1}\n{"y": ')
+    with TelemetryWriter(tmp_path, "r") as writer:  # a resumed run appends whole lines
+        writer.event("run_started")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0] == {"x": 1} and lines[1]["type"] == "run_started" and len(lines) == 2
+
+
+def test_temp_files_of_interrupted_writes_are_removed(tmp_path: Path) -> None:
+    from orchestrator.results import atomic_write_text, remove_stale_temp_files
+
+    atomic_write_text(tmp_path / "a" / "ep.json", "{}")
+    stale = tmp_path / "a" / ".ep.json.x1y2.tmp"
+    stale.write_text("{half")
+    assert remove_stale_temp_files(tmp_path) == [stale]
+    assert not stale.exists() and (tmp_path / "a" / "ep.json").read_text() == "{}"
