@@ -3,9 +3,9 @@
 Steps, each printed with its time; the first failing step makes the exit status 1:
 
 1. hadolint on every ``deploy/docker/*/Dockerfile`` with ``deploy/.hadolint.yaml``;
-2. ``kubectl kustomize`` of ``deploy/k8s/base`` and ``deploy/k8s/overlays/local`` into
-   ``build/deploy-check/rendered/{base,local}.yaml``;
-3. kubernetes-validate ``--strict`` against Kubernetes ``K8S_VERSION`` on both renderings and on
+2. ``kubectl kustomize`` of ``deploy/k8s/base``, ``deploy/k8s/overlays/local`` and
+   ``deploy/k8s/overlays/tls`` into ``build/deploy-check/rendered/{base,local,tls}.yaml``;
+3. kubernetes-validate ``--strict`` against Kubernetes ``K8S_VERSION`` on the renderings and on
    the Secret template;
 4. ``deploy/compose.yaml`` parsed by the compose-spec bindings (the Compose Specification's
    types; unknown keys and wrong types are errors), YAML merge keys resolved first as Compose
@@ -38,7 +38,8 @@ OUT = ROOT / "build" / "deploy-check"
 RENDERED = OUT / "rendered"
 #: Kubernetes version the manifests are validated against (kubernetes-validate schemas).
 K8S_VERSION = "1.33.0"
-OVERLAYS = {"base": DEPLOY / "k8s" / "base", "local": DEPLOY / "k8s" / "overlays" / "local"}
+OVERLAYS = {"base": DEPLOY / "k8s" / "base", "local": DEPLOY / "k8s" / "overlays" / "local",
+            "tls": DEPLOY / "k8s" / "overlays" / "tls"}
 
 
 class CheckFailed(RuntimeError):
@@ -92,7 +93,7 @@ def step_kustomize() -> str:
 
 
 def step_schema() -> str:
-    files = [RENDERED / "base.yaml", RENDERED / "local.yaml",
+    files = [*(RENDERED / f"{name}.yaml" for name in OVERLAYS),
              DEPLOY / "k8s" / "secret-api-keys.template.yaml"]
     proc = run([tool("kubernetes-validate"), "--strict", "--quiet", "-k", K8S_VERSION,
                 *map(str, files)])

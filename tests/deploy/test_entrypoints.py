@@ -10,12 +10,14 @@ differently is mapped:
 - ``/opt/moria/data`` (baked-in game data) -> an empty folder without write permission;
 - ``/opt/moria/bin/grpc_health_probe.py`` -> ``deploy/docker/grpc_health_probe.py``;
 - the working directory ``/opt/moria`` -> a folder without write permission;
-- ``--address 0.0.0.0:PORT`` -> ``127.0.0.1:<free port>``.
+- ``--address 0.0.0.0:PORT`` -> ``127.0.0.1:<free port>``;
+- ``--metrics-address 0.0.0.0:9100`` -> ``127.0.0.1:<another free port>``.
 
 Any other ``/opt/moria`` path in ENV fails the test (an unmapped path would mean the image
 depends on something this test does not model). Each server must answer the image's own
-HEALTHCHECK command with SERVING, then exit 0 on SIGTERM, with nothing written outside its
-temporary folder. All servers start at once (nethack's import is slow) in one fixture.
+HEALTHCHECK command with SERVING, serve Prometheus ``/metrics`` over HTTP on the metrics address
+of its CMD, then exit 0 on SIGTERM, with nothing written outside its temporary folder. All
+servers start at once (nethack's import is slow) in one fixture.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,11 @@ SERVER_IMAGES = (*dockerfiles.ENV_IMAGES, "agent", "orchestrator")
 VENV_BIN = Path(sys.executable).parent
 START_TIMEOUT_S = 180.0  # 9 servers importing at once on 2 shared cores
 STOP_TIMEOUT_S = 40.0
+#: the port every image serves /metrics on (EXPOSE's second port, the manifests' "metrics" port)
+METRICS_PORT = 9100
+#: a series each kind of server always exposes (its HELP/TYPE lines appear before any sample)
+METRIC_OF = {**{image: "moria_active_sessions" for image in dockerfiles.ENV_IMAGES},
+             "agent": "moria_active_streams", "orchestrator": "moria_orchestrator_runs"}
 
 
 def _free_port() -> int:
@@ -69,6 +77,7 @@ class Server:
     dockerfile: Dockerfile
     process: subprocess.Popen[bytes]
     port: int
+    metrics_port: int
     env: dict[str, str]
     cwd: Path
     tmp: Path
@@ -113,12 +122,17 @@ def _start(image: str, root: Path) -> Server:
     address = dockerfiles.flag(argv, "--address")
     assert address == f"0.0.0.0:{df.expose[0]}", f"{image}: --address {address} vs EXPOSE"
     argv[argv.index("--address") + 1] = f"127.0.0.1:{port}"
+    metrics = dockerfiles.flag(argv, "--metrics-address")
+    assert metrics == f"0.0.0.0:{METRICS_PORT}", f"{image}: --metrics-address {metrics}"
+    assert df.expose == [df.expose[0], METRICS_PORT], f"{image}: EXPOSE {df.expose}"
+    metrics_port = _free_port()
+    argv[argv.index("--metrics-address") + 1] = f"127.0.0.1:{metrics_port}"
     log = root / image / "server.log"
     with open(log, "wb") as out:
         # the executable ("moria") is found on the image's PATH, mapped to this venv
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    return Server(image, df, process, port, env, cwd, tmp, data, log)
+    return Server(image, df, process, port, metrics_port, env, cwd, tmp, data, log)
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +173,16 @@ def test_entrypoint_serves_health_then_drains_on_sigterm(
     server = servers[image]
     probe = _wait_serving(server)
     assert probe.stdout.strip() == f"127.0.0.1:{server.port}: SERVING"
+
+    # /metrics on the CMD's metrics address, announced on stderr
+    assert f"METRICS 127.0.0.1:{server.metrics_port}" in server.output()
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        assert reply.status == 200
+        assert reply.headers["Content-Type"].startswith("text/plain")
+        body = reply.read().decode()
+    series = METRIC_OF[image]
+    assert f"# TYPE {series} gauge" in body, body[:2000]
 
     server.process.send_signal(signal.SIGTERM)
     try:

@@ -19,6 +19,13 @@ from tests.deploy.dockerfiles import REPO
 
 DEPLOY = REPO / "deploy"
 GRACE_FLAG = "--grace"
+METRICS_PORT = 9100
+#: what the tls component appends to each server's CMD, and where its Secret is mounted
+TLS_DIR = "/etc/moria-tls"
+TLS_FLAGS = ["--tls-cert", f"{TLS_DIR}/tls.crt", "--tls-key", f"{TLS_DIR}/tls.key"]
+#: label that lets a namespace or pod scrape /metrics (docs/deploy.md)
+SCRAPER_LABEL = {"moria.dev/metrics-scraper": "true"}
+OVERLAYS = ("base", "overlays/local", "overlays/tls")
 
 
 def _kubectl() -> str | None:
@@ -35,9 +42,14 @@ def _render(overlay: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
-@pytest.fixture(scope="module", params=["base", "overlays/local"])
+@pytest.fixture(scope="module", params=OVERLAYS)
 def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
     return _render(request.param)
+
+
+def _is_tls(docs: list[dict[str, Any]]) -> bool:
+    return any(v.get("secret", {}).get("secretName") == "moria-tls"
+               for _, pod in _pods(docs) for v in pod["volumes"])
 
 
 def _image_folder(image: str) -> str:
@@ -151,11 +163,25 @@ def test_compose_env_network_is_internal_and_only_the_orchestrator_joins_it(
 
 
 def test_compose_run_spec_loads_and_targets_compose_services(compose: dict[str, Any]) -> None:
+    from env_server.families import FAMILIES
+
     spec = load_spec(DEPLOY / "run.yaml")
-    hosts = {t.removeprefix("dns:///").rsplit(":", 1)[0]
-             for targets in spec.endpoints.env.values() for t in targets}
-    hosts |= {t.removeprefix("dns:///").rsplit(":", 1)[0] for t in spec.endpoints.policy}
-    assert hosts <= set(compose["services"])
+    assert set(spec.endpoints.env) == set(FAMILIES)
+    services = compose["services"]
+    for target in [t for ts in spec.endpoints.env.values() for t in ts] + spec.endpoints.policy:
+        host, port = target.removeprefix("dns:///").rsplit(":", 1)
+        assert host in services, target
+        df = dockerfiles.load(Path(services[host]["build"]["dockerfile"]).parent.name)
+        assert int(port) == df.expose[0], target
+        # every replica is reached: a plain name is one container, dns:/// all of them
+        replicas = services[host].get("deploy", {}).get("replicas", 1)
+        assert replicas == 1 or target.startswith("dns:///"), target
+
+
+def test_compose_publishes_no_metrics_port(compose: dict[str, Any]) -> None:
+    published = {name: svc["ports"] for name, svc in compose["services"].items()
+                 if "ports" in svc}
+    assert published == {"orchestrator": ["127.0.0.1:50070:50070"]}
 
 
 # ------------------------------------------------------------------ Kubernetes
@@ -189,6 +215,7 @@ def test_every_pod_meets_pod_security_restricted(rendered: list[dict[str, Any]])
 
 def test_pods_run_their_images_commands_with_probes_and_drain_time(
         rendered: list[dict[str, Any]]) -> None:
+    tls = _is_tls(rendered)
     for name, pod in _pods(rendered):
         (c,) = pod["containers"]
         df = dockerfiles.load(_image_folder(c["image"]))
@@ -197,13 +224,73 @@ def test_pods_run_their_images_commands_with_probes_and_drain_time(
         if name == "moria-eval":
             assert c["args"][0] == "eval"
             continue
-        assert "args" not in c, f"{name}: runs the image's CMD, as the entry-point test does"
+        if tls:  # the image's CMD, unchanged, then the TLS flags
+            assert c["args"] == [*df.cmd, *TLS_FLAGS], name
+        else:
+            assert "args" not in c, f"{name}: runs the image's CMD, as the entry-point test does"
         grace = float(dockerfiles.flag(argv, GRACE_FLAG))
         assert pod["terminationGracePeriodSeconds"] >= grace + 5, name
         port = c["ports"][0]["containerPort"]
         assert port == df.expose[0], name
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            assert c[probe]["grpc"]["port"] == port, f"{name} {probe}"
+            if not tls:
+                assert c[probe]["grpc"]["port"] == port, f"{name} {probe}"
+                continue
+            # native gRPC probes cannot speak TLS: the image's probe script, over TLS
+            assert "grpc" not in c[probe], f"{name} {probe}"
+            command = c[probe]["exec"]["command"]
+            assert command[:3] == [*df.healthcheck[:2], f"127.0.0.1:{port}"], name
+            assert dockerfiles.flag(command, "--tls-ca") == f"{TLS_DIR}/ca.crt", name
+            assert float(dockerfiles.flag(command, "--timeout")) < c[probe]["timeoutSeconds"]
+
+
+def test_every_server_pod_exposes_metrics_and_is_annotated_for_scraping(
+        rendered: list[dict[str, Any]]) -> None:
+    servers = [(n, p) for n, p in _pods(rendered) if n != "moria-eval"]
+    assert len(servers) == 9  # 7 env families, agent, orchestrator service
+    for name, pod in servers:
+        (c,) = pod["containers"]
+        df = dockerfiles.load(_image_folder(c["image"]))
+        argv = c.get("args", df.cmd)
+        assert dockerfiles.flag(argv, "--metrics-address") == f"0.0.0.0:{METRICS_PORT}", name
+        assert df.expose[1:] == [METRICS_PORT], name
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert ports["metrics"] == METRICS_PORT, name
+        doc = next(d for d in rendered if d["metadata"]["name"] == name
+                   and d["kind"] == "Deployment")
+        annotations = doc["spec"]["template"]["metadata"]["annotations"]
+        assert annotations == {"prometheus.io/scrape": "true",
+                               "prometheus.io/port": str(METRICS_PORT),
+                               "prometheus.io/path": "/metrics"}, name
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, selector  # the only form used here
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _allowed_ports(policies: list[dict[str, Any]], labels: dict[str, str]) -> set[int]:
+    """TCP ports on which some ingress rule admits traffic to a pod with ``labels``."""
+    return {p["port"] for pol in policies if _selects(pol["spec"]["podSelector"], labels)
+            for rule in pol["spec"].get("ingress", []) for p in rule.get("ports", [])}
+
+
+def test_network_policy_admits_scrapers_to_9100_only(rendered: list[dict[str, Any]]) -> None:
+    policies = [d for d in rendered if d["kind"] == "NetworkPolicy"]
+    metrics = next(p for p in policies if p["metadata"]["name"] == "moria-metrics")["spec"]
+    assert metrics["policyTypes"] == ["Ingress"] and "egress" not in metrics
+    (rule,) = metrics["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": SCRAPER_LABEL}},
+                            {"podSelector": {"matchLabels": SCRAPER_LABEL}}]
+    # no other policy lets anything reach 9100, and every server pod is covered by this one
+    others = [p for p in policies if p["metadata"]["name"] != "moria-metrics"]
+    for name, pod_labels in ((d["metadata"]["name"], d["spec"]["template"]["metadata"]["labels"])
+                             for d in rendered if d["kind"] == "Deployment"):
+        assert _selects(metrics["podSelector"], pod_labels), name
+        assert METRICS_PORT not in _allowed_ports(others, pod_labels), name
+        assert _allowed_ports(policies, pod_labels) - _allowed_ports(others, pod_labels) == {
+            METRICS_PORT}, name
 
 
 def test_services_headless_hpa_and_network_policies(rendered: list[dict[str, Any]]) -> None:
@@ -230,17 +317,31 @@ def test_services_headless_hpa_and_network_policies(rendered: list[dict[str, Any
 
 def test_k8s_run_spec_loads_and_targets_rendered_services(
         rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    from env_server.families import FAMILIES
+
     cm = next(d for d in rendered if d["kind"] == "ConfigMap"
               and d["metadata"]["name"] == "moria-run-spec")
     (tmp_path / "run.yaml").write_text(cm["data"]["run.yaml"])
     spec = load_spec(tmp_path / "run.yaml")
-    names = {d["metadata"]["name"] for d in rendered if d["kind"] == "Service"}
+    assert set(spec.endpoints.env) == set(FAMILIES)
+    services = {d["metadata"]["name"]: d["spec"] for d in rendered if d["kind"] == "Service"}
     targets = [t for ts in spec.endpoints.env.values() for t in ts] + spec.endpoints.policy
     for target in targets:
+        # dns:/// on a headless Service: every ready pod, round_robin spreads the episodes
         assert target.startswith("dns:///")
-        host = target.removeprefix("dns:///").rsplit(":", 1)[0]
+        host, port = target.removeprefix("dns:///").rsplit(":", 1)
         service, namespace = host.split(".")[:2]
-        assert service in names and namespace == "moria", target
+        assert service in services and namespace == "moria", target
+        assert services[service]["clusterIP"] == "None", target
+        assert int(port) in {p["port"] for p in services[service]["ports"]}, target
+    if _is_tls(rendered):
+        assert spec.endpoints.tls is not None
+        assert spec.endpoints.tls.ca_cert == f"{TLS_DIR}/ca.crt"
+        job = dict(_pods(rendered))["moria-eval"]
+        mounts = {m["mountPath"] for m in job["containers"][0]["volumeMounts"]}
+        assert TLS_DIR in mounts
+    else:
+        assert spec.endpoints.tls is None
 
 
 def test_secret_template_holds_no_value() -> None:
