@@ -1,6 +1,7 @@
 """rl: plays a trained policy loaded from a ``moria-mlp`` checkpoint (``agent.checkpoint``).
 
-Each turn the strategy reads the env tensor the checkpoint names (``observation_key``), computes
+Each turn the strategy reads the env tensors the checkpoint names (version 1: its
+``observation_key``; version 2: the keys of its ``inputs``), computes
 the policy's logits, removes illegal actions and plays the best remaining one. Legality comes
 from ``turn.action_mask`` (aligned with ``ctx.action_names``) when the env sends one, else from
 ``turn.legal_actions``; with neither, every action of the checkpoint is allowed. Equal best
@@ -91,18 +92,20 @@ class RLStrategy(Strategy):
         the env says what is legal).
 
         Raises:
-            ValueError: the observation tensor is missing (the session was not opened with
-                tensors) or its shape is not the checkpoint's.
+            ValueError: an observation tensor the checkpoint reads is missing (the session was
+                not opened with tensors), its shape is not the checkpoint's, or it holds a value
+                a one_hot input cannot encode.
         """
         meta = self.policy.metadata
-        key = meta.observation_key
-        if key not in turn.tensors:
+        missing = [k for k in self.policy.input_keys if k not in turn.tensors]
+        if missing:
             have = sorted(turn.tensors) or "none"
             raise ValueError(
-                f"rl: the observation has no tensor {key!r} (tensors: {have}); the env session "
-                "must be opened with tensors (the orchestrator does so for rl seats)")
+                f"rl: the observation has no tensor {missing[0]!r} (tensors: {have}); the env "
+                "session must be opened with tensors (the orchestrator does so for rl seats)")
         try:
-            logits = self.policy.logits(turn.tensors[key])
+            logits = self.policy.logits(
+                {k: turn.tensors[k] for k in self.policy.input_keys})
         except CheckpointError as exc:
             raise ValueError(f"rl: {exc}") from None
         legal = self.legal(turn)

@@ -15,6 +15,7 @@ import pytest
 from agent_server.rl.checkpoint import (
     CheckpointError,
     CheckpointMetadata,
+    InputSpec,
     MlpPolicy,
     load_checkpoint,
     load_checkpoint_cached,
@@ -124,7 +125,7 @@ def _good_arrays() -> dict[str, np.ndarray]:
     ("no_metadata", "no 'metadata' entry"),
     ("metadata_not_json", "'metadata' is not UTF-8 JSON"),
     ("format", "unknown checkpoint format 'torch-state-dict'; expected 'moria-mlp'"),
-    ("version", "unsupported moria-mlp version 2; this reader knows version 1"),
+    ("version", "unsupported moria-mlp version 3; this reader knows versions [1, 2]"),
     ("key_missing", "metadata lacks ['action_names']"),
     ("activation", "metadata 'activation' = 'gelu'; expected one of ['relu', 'tanh']"),
     ("no_chain", "layer1.weight has shape [7, 15]; its input size must be 16"),
@@ -152,7 +153,7 @@ def test_each_bad_file_gives_its_clear_error(tmp_path: Path, case: str, expected
         if case == "format":
             meta["format"] = "torch-state-dict"
         elif case == "version":
-            meta["version"] = 2
+            meta["version"] = 3
         elif case == "key_missing":
             del meta["action_names"]
         elif case == "activation":
@@ -330,3 +331,245 @@ def test_trainer_writes_a_loadable_checkpoint_and_is_deterministic(tmp_path: Pat
     assert trained["seed"] == 3 and trained["episodes"] == 40
     assert trained["eval_vs_random"]["games"] == 4
     assert trained["command"].startswith("python -m agent_server.rl.train --task connect_four_v3")
+
+
+# -- format version 2: a list of inputs -------------------------------------------------------
+
+SOCCER_TASK = "MosaicMultiGrid-S-2v2-IndAgObs-v1"
+SHIPPED_SOCCER = REPO / "examples" / "checkpoints" / "soccer_2v2_mlp.npz"
+#: a small v2 input list: "img" (2, 2) channel 0 one-hot of 3, channel 1 scaled, "dir" one-hot
+SMALL_INPUTS = (
+    InputSpec("img", (2, 2), "one_hot", size=3, channel=0),
+    InputSpec("img", (2, 2), "flatten", scale=0.5, channel=1),
+    InputSpec("dir", (), "one_hot", size=4),
+)
+
+
+def _meta_v2(inputs: tuple[InputSpec, ...] = SMALL_INPUTS, **changes: object
+             ) -> CheckpointMetadata:
+    base: dict = dict(env="multigrid", tasks=(SOCCER_TASK,), activation="relu",
+                      action_names=("left", "right", "forward"), trained_with={"seed": 1},
+                      inputs=inputs)
+    base.update(changes)
+    return CheckpointMetadata(**base)
+
+
+def test_v2_one_hot_and_flatten_inputs_equal_a_hand_computation() -> None:
+    meta = _meta_v2()
+    assert meta.version == 2 and meta.input_size == 2 * 3 + 2 + 4
+    # identity first layer (12 -> 12), then a sum of all inputs per action with a bias
+    w0 = np.eye(12, dtype=np.float32)
+    b0 = np.zeros(12, dtype=np.float32)
+    w1 = np.stack([np.ones(12), np.arange(12), np.zeros(12)]).astype(np.float32)
+    b1 = np.array([0.0, 0.0, 7.0], dtype=np.float32)
+    policy = MlpPolicy([w0, w1], [b0, b1], meta)
+    obs = {"img": np.array([[2, 4], [0, 6]], dtype=np.int64), "dir": np.array(1)}
+    # channel 0 = [2, 0] -> one-hot [0,0,1, 1,0,0]; channel 1 = [4, 6] * 0.5 -> [2, 3];
+    # dir 1 -> [0,1,0,0]
+    expected_x = [0, 0, 1, 1, 0, 0, 2, 3, 0, 1, 0, 0]
+    x = policy.preprocess(obs)
+    assert x.dtype == np.float32
+    assert x.tolist() == expected_x
+    logits = policy.logits(obs)
+    assert logits.tolist() == [sum(expected_x), float(np.dot(np.arange(12), expected_x)), 7.0]
+    assert policy.input_keys == ("img", "dir")
+
+
+def test_v2_round_trip_keeps_inputs_and_logits(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    weights, biases = _net(rng, (12, 8, 3))
+    path = save_checkpoint(tmp_path / "v2.npz", weights, biases, _meta_v2())
+    policy = load_checkpoint(path)
+    assert policy.metadata == _meta_v2()
+    with np.load(path) as archive:
+        meta = json.loads(archive["metadata"].tobytes().decode("utf-8"))
+    assert meta["version"] == 2
+    assert "observation_key" not in meta and "preprocess" not in meta
+    assert meta["inputs"] == [
+        {"key": "img", "shape": [2, 2], "op": "one_hot", "size": 3, "channel": 0},
+        {"key": "img", "shape": [2, 2], "op": "flatten", "scale": 0.5, "channel": 1},
+        {"key": "dir", "shape": [], "op": "one_hot", "size": 4}]
+    obs = {"img": np.array([[1, 3], [2, 5]]), "dir": np.array(3), "extra": np.zeros(9)}
+    direct = MlpPolicy(weights, biases, _meta_v2()).logits(obs)
+    assert np.array_equal(policy.logits(obs), direct)
+
+
+def test_v1_files_still_load_as_one_flattened_input(tmp_path: Path) -> None:
+    weights, biases = _net(np.random.default_rng(5))
+    path = save_checkpoint(tmp_path / "v1.npz", weights, biases, _meta(preprocess_scale=0.25))
+    with np.load(path) as archive:
+        assert json.loads(archive["metadata"].tobytes())["version"] == 1
+    policy = load_checkpoint(path)
+    assert policy.metadata.version == 1
+    assert policy.metadata.input_specs == (InputSpec("observation", (6, 7, 2), "flatten", 0.25),)
+    obs = np.random.default_rng(6).integers(0, 2, size=(6, 7, 2))
+    assert np.array_equal(policy.logits(obs), policy.logits({"observation": obs}))
+    shipped = load_checkpoint(SHIPPED)  # the version-1 file shipped before version 2
+    assert shipped.metadata.version == 1 and shipped.input_keys == ("observation",)
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"inputs": []}, "metadata 'inputs' = []; expected a non-empty list"),
+    ({"inputs": "image"}, "expected a non-empty list of input objects"),
+    ({"inputs": [{"key": "img", "shape": [2, 2], "op": "embed"}]},
+     "inputs[0] = {'key': 'img', 'shape': [2, 2], 'op': 'embed'}; expected 'op' in "
+     "['flatten', 'one_hot']"),
+    ({"inputs": [{"key": "", "shape": [2], "op": "flatten"}]}, "expected a non-empty 'key'"),
+    ({"inputs": [{"key": "img", "shape": [2, 0], "op": "flatten"}]},
+     "'shape': a list of positive integers"),
+    ({"inputs": [{"key": "img", "shape": [4], "op": "one_hot"}]},
+     "an integer 'size' >= 2 for op one_hot"),
+    ({"inputs": [{"key": "img", "shape": [4], "op": "one_hot", "size": 1}]},
+     "an integer 'size' >= 2 for op one_hot"),
+    ({"inputs": [{"key": "img", "shape": [4], "op": "flatten", "scale": "big"}]},
+     "a finite number as 'scale'"),
+    ({"inputs": [{"key": "img", "shape": [2, 2], "op": "flatten", "channel": 2}]},
+     "'channel': an integer index into the last axis"),
+    ({"inputs": [{"key": "d", "shape": [], "op": "flatten", "channel": 0}]},
+     "'channel': an integer index into the last axis"),
+    ({"inputs": [{"key": "img", "shape": [4], "op": "flatten"},
+                 {"key": "img", "shape": [2, 2], "op": "flatten"}]},
+     "inputs give tensor 'img' two shapes, [4] and [2, 2]"),
+    ({"inputs": None, "drop": "inputs"}, "metadata lacks ['inputs']; required keys (version 2)"),
+    ({"inputs": [{"key": "img", "shape": [5], "op": "flatten"}]},
+     "layer0.weight has shape [8, 12]; its input size must be 5, the total width of the "
+     "inputs: the layers do not chain"),
+])
+def test_bad_v2_input_specs_give_clear_errors(tmp_path: Path, change: dict,
+                                              expected: str) -> None:
+    meta = _meta_v2().to_json()
+    if change.get("drop"):
+        del meta[change["drop"]]
+    else:
+        meta.update(change)
+    weights, biases = _net(np.random.default_rng(7), (12, 8, 3))
+    arrays = {"layer0.weight": weights[0], "layer0.bias": biases[0],
+              "layer1.weight": weights[1], "layer1.bias": biases[1]}
+    path = _write_raw(tmp_path / "bad.npz", meta, arrays)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(path)
+    assert str(path) in str(err.value)
+    assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(("obs", "expected"), [
+    ({"img": np.array([[3, 0], [0, 0]]), "dir": np.array(0)},
+     "one_hot input 'img' channel 0 holds 3; expected integers 0..2"),
+    ({"img": np.array([[0, 0], [0, 0]]), "dir": np.array(-1)},
+     "one_hot input 'dir' holds -1; expected integers 0..3"),
+    ({"img": np.array([[0.5, 0], [0, 0]]), "dir": np.array(0)},
+     "one_hot input 'img' holds non-integer values"),
+    ({"img": np.zeros((3, 2)), "dir": np.array(0)},
+     "observation 'img' has shape [3, 2], but the checkpoint expects [2, 2]"),
+    ({"img": np.zeros((2, 2))}, "the observation lacks tensors ['dir']"),
+    (np.zeros((2, 2)), "the policy reads tensors ['img', 'dir']; pass a mapping"),
+])
+def test_v2_observation_that_does_not_fit_is_refused(obs: object, expected: str) -> None:
+    weights, biases = _net(np.random.default_rng(8), (12, 3))
+    policy = MlpPolicy(weights, biases, _meta_v2(), source="small.npz")
+    with pytest.raises(CheckpointError) as err:
+        policy.logits(obs)  # type: ignore[arg-type]
+    assert str(err.value).startswith("small.npz: ")
+    assert expected in str(err.value)
+
+
+# -- the Soccer tensor and the shipped Soccer policy -------------------------------------------
+
+
+def _soccer_game() -> object:
+    from env_server.families.multigrid.game import MultigridGame, PlayerSetup
+    from env_server.families.multigrid.tasks import resolve
+    from env_server.game import GameOptions
+
+    return MultigridGame(resolve(SOCCER_TASK), GameOptions(seed=0),  # type: ignore[arg-type]
+                         {f"agent_{i}": PlayerSetup() for i in range(4)})
+
+
+def test_soccer_target_side_tensor_matches_the_info() -> None:
+    game = _soccer_game()
+    seen: set[int] = set()
+    views = game.reset(3)  # type: ignore[attr-defined]
+    for step in range(4):
+        for view in views.values():
+            side = view.tensors["target_side"]
+            assert side.dtype == np.int64 and side.shape == ()
+            assert int(side) == ("east", "west").index(view.info["target_goal_side"])
+            seen.add(int(side))
+        result = game.step({a: ("forward", "left")[step % 2] for a in views})  # type: ignore
+        views = {a: t.view for a, t in result.transitions.items()}
+    assert seen == {0, 1}  # the two teams attack opposite ends
+    game.close()  # type: ignore[attr-defined]
+
+
+def test_collect_has_no_target_side_tensor() -> None:
+    from env_server.families.multigrid.game import MultigridGame, PlayerSetup
+    from env_server.families.multigrid.tasks import resolve
+    from env_server.game import GameOptions
+
+    spec = resolve("MosaicMultiGrid-C-IndAgObs-v1")
+    assert spec is not None
+    game = MultigridGame(spec, GameOptions(seed=0),
+                         {f"agent_{i}": PlayerSetup() for i in range(len(spec.team_indices))})
+    views = game.reset(0)
+    assert all(set(v.tensors) == {"image", "direction"} for v in views.values())
+    game.close()
+
+
+def _soccer_turn(tensors: dict[str, np.ndarray]) -> TurnInput:
+    return TurnInput(step=0, long_term_context="", short_term_context="", image_png=None,
+                     legal_actions=[], info={}, tensors=tensors, action_mask=[])
+
+
+def test_rl_player_reads_every_v2_tensor(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    weights, biases = _net(rng, (12, 3))
+    path = save_checkpoint(tmp_path / "v2.npz", weights, biases, _meta_v2())
+    names = ["noop", "left", "right", "forward", "pickup", "drop", "toggle", "done"]
+    ctx = _ctx(str(path), env="multigrid", task=SOCCER_TASK, names=names)
+    strategy = RLStrategy(ctx, None)
+    obs = {"img": np.array([[1, 2], [0, 4]]), "dir": np.array(2)}
+    decision = asyncio.run(strategy.act(_soccer_turn(obs)))
+    logits = MlpPolicy(weights, biases, _meta_v2()).logits(obs)
+    assert decision.action == ("left", "right", "forward")[int(np.argmax(logits))]
+    with pytest.raises(ValueError, match="the observation has no tensor 'dir'"):
+        asyncio.run(strategy.act(_soccer_turn({"img": obs["img"]})))
+    with pytest.raises(ValueError, match="one_hot input 'dir' holds 9"):
+        asyncio.run(strategy.act(_soccer_turn({**obs, "dir": np.array(9)})))
+
+
+def test_shipped_soccer_checkpoint_is_valid_small_and_plays_the_served_tensors() -> None:
+    assert SHIPPED_SOCCER.stat().st_size < 300_000
+    policy = load_checkpoint(SHIPPED_SOCCER)
+    meta = policy.metadata
+    assert meta.version == 2 and (meta.env, meta.tasks) == ("multigrid", (SOCCER_TASK,))
+    assert meta.action_names == ("left", "right", "forward", "pickup")
+    assert policy.input_keys == ("image", "direction", "target_side")
+    evaluation = meta.trained_with["eval_vs_random"]
+    assert evaluation["episodes"] == 20
+    assert evaluation["goals_for"] > evaluation["goals_against"]
+    assert "behaviour cloning" in meta.trained_with["algorithm"]
+    game = _soccer_game()
+    views = game.reset(0)  # type: ignore[attr-defined]
+    for view in views.values():  # the env's own tensors fit the checkpoint
+        assert policy.logits(view.tensors).shape == (4,)
+    game.close()  # type: ignore[attr-defined]
+
+
+def test_soccer_trainer_is_deterministic_and_writes_a_v2_checkpoint(tmp_path: Path,
+                                                                    capsys) -> None:
+    from agent_server.rl.train_soccer import main
+
+    args = ["--episodes", "2", "--expert-episodes", "1", "--refit-every", "1", "--epochs", "1",
+            "--hidden", "8", "--eval-episodes", "1", "--seed", "2", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "a.npz")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "greedy rl team vs random team over 1 episodes: goals" in out
+    a, b = load_checkpoint(tmp_path / "a.npz"), load_checkpoint(tmp_path / "b.npz")
+    assert [w.shape for w in a.weights] == [(8, 195), (4, 8)]
+    for x, y in zip(a.weights + a.biases, b.weights + b.biases, strict=True):
+        assert np.array_equal(x, y)
+    trained = a.metadata.trained_with
+    assert trained["seed"] == 2 and trained["episodes"] == 2 and trained["samples"] > 0
+    assert trained["eval_vs_random"]["episodes"] == 1
+    assert trained["command"].startswith("python -m agent_server.rl.train_soccer --episodes 2")

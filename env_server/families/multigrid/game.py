@@ -9,8 +9,9 @@ Observation text (``long_term_context``): who the agent is, the step and the sco
 decoded view (``text.describe_view``); in ``visible_teammates`` mode one more line per teammate
 (id, colour, facing, carrying, and the position only when the teammate is in the agent's view).
 The short-term text carries the invalid-action notice. Tensors: ``image`` (V, V, 3) int64 and
-``direction`` (int64 scalar), the env's own observation. Images: the env's full RGB frame
-(Soccer (352, 512, 3)), the same for every agent, when images are asked.
+``direction`` (int64 scalar), the env's own observation, and in Soccer ``target_side`` (int64
+scalar: 0 east, 1 west; the same fact as ``info["target_goal_side"]``). Images: the env's full
+RGB frame (Soccer (352, 512, 3)), the same for every agent, when images are asked.
 
 Info (per agent): ``team`` (colour), ``teammates`` (ids), ``view`` (the same egocentric view
 as data, ``text.view_info``: facing, carrying, wall ahead, the objects and walls seen) and, in
@@ -88,6 +89,8 @@ _RENDER_LOCK = threading.Lock()
 
 WIN, DRAW, LOSS = "win", "draw", "loss"
 PROGRESSION = {WIN: 1.0, DRAW: 0.5, LOSS: 0.0}
+#: ``target_side`` tensor value -> the end of the field the agent scores at
+TARGET_SIDES = ("east", "west")
 
 
 @dataclass(frozen=True)
@@ -424,9 +427,17 @@ class MultigridGame(Game):
             long_term_context="\n".join(lines),
             short_term_context=short_term,
             image=frame,
-            tensors={"image": image, "direction": np.array(direction, dtype=np.int64)},
+            tensors=self._tensors(agent, image, direction),
             info=self._info(agent, image, direction),
         )
+
+    def _tensors(self, agent: str, image: np.ndarray, direction: int) -> dict[str, np.ndarray]:
+        """``image``, ``direction`` and, in Soccer, ``target_side`` (0 east, 1 west)."""
+        tensors = {"image": image, "direction": np.array(direction, dtype=np.int64)}
+        side = self._target_side[agent]
+        if self._spec.kind == SOCCER and side in TARGET_SIDES:
+            tensors["target_side"] = np.array(TARGET_SIDES.index(side), dtype=np.int64)
+        return tensors
 
     def _info(self, agent: str, image: np.ndarray, direction: int) -> dict[str, Any]:
         """The agent's info: team, teammates, its view as data, (Soccer) its target side."""
