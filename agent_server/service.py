@@ -260,22 +260,10 @@ class _PlayStream:
 
     async def _act(self, observe: pol_pb.Observe) -> pol_pb.Act:
         assert self.strategy is not None
-        obs = observe.observation
-        last = observe.last_action_result
-        has_last = observe.HasField("last_action_result")
-        turn = TurnInput(
-            step=int(observe.step),
-            long_term_context=obs.text.get("long_term_context", ""),
-            short_term_context=obs.text.get("short_term_context", ""),
-            image_png=png_bytes(obs.image) if obs.HasField("image") and obs.image.data else None,
-            legal_actions=list(obs.legal_actions),
-            info=dict_from_struct(obs.info),
-            last_valid=last.valid if has_last else True,
-            last_applied_action=last.applied_action.text if has_last else "",
-            last_feedback=last.feedback if has_last else "",
-            tensors={name: array_from_tensor(t) for name, t in obs.tensors.items()},
-            action_mask=list(obs.action_mask),
-        )
+        try:
+            turn = _turn_input(observe)
+        except ValueError as exc:  # CodecError, or a Struct number with no JSON form
+            await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed observe: {exc}")
         started = time.perf_counter()
         try:
             decision = await self.strategy.act(turn)
@@ -293,6 +281,28 @@ class _PlayStream:
                           latency_s=decision.latency_s or (time.perf_counter() - started),
                           stop_reason=decision.stop_reason, attempts=decision.attempts,
                           prompt_json=decision.prompt_json, model=self.model)
+
+
+def _turn_input(observe: pol_pb.Observe) -> TurnInput:
+    """The strategy's view of one Observe. Raises ValueError (``CodecError`` among them) for
+    an image or tensor whose bytes disagree with its header, or an ``info`` Struct with no
+    JSON form (an infinite or NaN number)."""
+    obs = observe.observation
+    last = observe.last_action_result
+    has_last = observe.HasField("last_action_result")
+    return TurnInput(
+        step=int(observe.step),
+        long_term_context=obs.text.get("long_term_context", ""),
+        short_term_context=obs.text.get("short_term_context", ""),
+        image_png=png_bytes(obs.image) if obs.HasField("image") and obs.image.data else None,
+        legal_actions=list(obs.legal_actions),
+        info=dict_from_struct(obs.info),
+        last_valid=last.valid if has_last else True,
+        last_applied_action=last.applied_action.text if has_last else "",
+        last_feedback=last.feedback if has_last else "",
+        tensors={name: array_from_tensor(t) for name, t in obs.tensors.items()},
+        action_mask=list(obs.action_mask),
+    )
 
 
 def demos_from_proto(messages: Iterable[pol_pb.Demonstration]) -> tuple[DemoEpisode, ...]:

@@ -14,6 +14,8 @@
    BALROG's recipes (seconds per game per family, into an empty cache).
 5. Agent server (``benchmarks/policy.py``): acts/s of one Policy server against a zero-latency
    model at 1, 16 and 256 concurrent Play streams, and its overhead per act in ms.
+6. Env load (``benchmarks/env_load.py``): one BabyAI env server process holding 500 concurrent
+   sessions, each stepping random actions: steps/s, p50/p99 step latency, peak server RSS.
 
 Servers run as separate processes on unix sockets, as the local stack runs them.
 
@@ -159,8 +161,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="steps per throughput figure")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--suites", default="babyai,nethack,families,policy",
-                        help="comma-separated: babyai, nethack, families, policy")
+    parser.add_argument("--suites", default="babyai,nethack,families,policy,env_load",
+                        help="comma-separated: babyai, nethack, families, policy, env_load")
     parser.add_argument("--tw-games", type=int, default=2,
                         help="TextWorld games generated per family for the generation cost")
     args = parser.parse_args()
@@ -179,6 +181,10 @@ def main() -> None:
         from benchmarks.policy import run as policy_figures
 
         results["policy_acts_per_s_zero_latency_model"] = asyncio.run(policy_figures())
+    if "env_load" in suites:
+        from benchmarks.env_load import run as env_load_figures
+
+        results["env_load_500_sessions"] = asyncio.run(env_load_figures(500, 20))
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

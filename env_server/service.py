@@ -261,13 +261,13 @@ class _Session:
         self.obs = req.observation
         self.options = GameOptions(
             seed=req.seed,
-            players=[PlayerSpec(p.agent_id, p.role, dict_from_struct(p.options))
+            players=[PlayerSpec(p.agent_id, p.role, _struct_arg(p.options, "players.options"))
                      for p in req.players],
             oracle=req.oracle,
             render_image=req.observation.include_image,
             feedback_on_invalid_action=req.observation.feedback_on_invalid_action,
             max_steps=req.max_steps or None,
-            kwargs=dict_from_struct(req.options),
+            kwargs=_struct_arg(req.options, "options"),
         )
         try:
             self.game = await self.server._run(self.server.open_game, family, task, self.options)
@@ -379,6 +379,15 @@ class _Session:
         if self._tracked is not None:
             tracked, self._tracked = self._tracked, None
             tracked.__exit__(None, None, None)
+
+
+def _struct_arg(struct: Any, name: str) -> dict[str, Any]:
+    """A request's Struct field as a dict. Raises CodecError (INVALID_ARGUMENT) for a Struct
+    that has no JSON form, e.g. a number that is infinite or NaN."""
+    try:
+        return dict_from_struct(struct)
+    except ValueError as exc:
+        raise CodecError(f"{name}: {exc}") from None
 
 
 def _check_turn(actions: dict[str, SubmittedAction], due: list[str]) -> str:

@@ -342,9 +342,23 @@ def _group_figures(episodes: list[EpisodeRecord], prices: PriceTable) -> dict[st
         "end_reasons": reasons,
         "agent_error_episodes": reasons["agent_error"],
         "episodes_total": len(episodes),
+        **model_call_counts(episodes),
         "cost_usd": costs["cost_usd"],
         "models": costs["models"],
     }
+
+
+def model_call_counts(episodes: Iterable[EpisodeRecord]) -> dict[str, int]:
+    """``{"model_calls", "model_retries"}`` over the steps of ``episodes``: turns answered
+    by a model call (``StepRecord.attempts`` >= 1; non-model players record 0) and the retries
+    those calls needed (the sum of ``attempts - 1``), so requests sent = calls + retries."""
+    calls = retries = 0
+    for episode in episodes:
+        for step in episode.steps:
+            if step.attempts >= 1:
+                calls += 1
+                retries += step.attempts - 1
+    return {"model_calls": calls, "model_retries": retries}
 
 
 def env_summary(
@@ -355,9 +369,10 @@ def env_summary(
     Keys: ``env``, ``progression_percentage`` and ``standard_error`` (percent; None when no
     scored episode), ``episodes_played`` (scored episodes), ``average_steps``, the four token
     totals, ``end_reasons`` (count per reason), ``agent_error_episodes``, ``episodes_total``,
-    ``cost_usd`` (None when no model is priced) and ``models`` ({model: calls, tokens,
-    latency_s, cost_usd}), and ``tasks``: {task: the same figures per task}. As in BALROG, the
-    env figures pool all episodes of the env (the SE is over episodes, not over task means).
+    ``model_calls`` and ``model_retries`` (see ``model_call_counts``), ``cost_usd`` (None
+    when no model is priced) and ``models`` ({model: calls, tokens, latency_s, cost_usd}), and
+    ``tasks``: {task: the same figures per task}. As in BALROG, the env figures pool all
+    episodes of the env (the SE is over episodes, not over task means).
     ``prices`` defaults to the shipped price table.
     """
     prices = prices or load_prices()
@@ -423,6 +438,7 @@ def compute_summary(
         "episodes_total": len(chosen),
         "average_steps": statistics.fmean(e.num_steps for e in scored) if scored else None,
         "end_reasons": _reason_counts(chosen),
+        **model_call_counts(chosen),
         **totals,
         "total_tokens": totals["input_tokens"] + totals["output_tokens"],
         "models": costs["models"],

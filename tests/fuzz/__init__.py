@@ -1,0 +1,1 @@
+"""Hypothesis fuzzing of the bidirectional Env ``Session`` and Policy ``Play`` streams."""

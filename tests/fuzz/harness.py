@@ -1,0 +1,179 @@
+"""What both stream fuzzers share: an event loop in a background thread that hosts the real
+servers and their client channel, a driver that plays one request sequence on a raw stream,
+and the Hypothesis strategies for the common message parts (Struct payloads, tensors, text).
+
+Hypothesis runs its examples synchronously; every example hands one coroutine to the loop
+(``BackgroundLoop.run``), so the servers, the channel and the control session live across
+examples (started once per module).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import struct_pb2
+from hypothesis import strategies as st
+
+from moria.common.v1 import types_pb2
+
+T = TypeVar("T")
+
+#: Status codes a client-caused stream failure may carry (the proto comments' stream-fatal
+#: codes minus UNAVAILABLE, which only a draining server gives, and INTERNAL/UNKNOWN, which
+#: mean the server broke). CANCELLED is ours when the example cancels its own call.
+MALFORMED_INPUT_CODES = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+})
+
+
+class BackgroundLoop:
+    """An asyncio loop running in a daemon thread; ``run(coro)`` blocks until it is done."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="fuzz-loop",
+                                        daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        """Run ``coro`` on the loop and return its result (re-raising its exception)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        """Stop the loop and join the thread."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+
+@dataclass
+class Outcome:
+    """What one fuzzed stream did: the responses read (in order), the final status code
+    (None when the stream ended OK or was left mid-way), its details, and whether the example
+    cancelled the call itself."""
+
+    responses: list[Any] = field(default_factory=list)
+    code: grpc.StatusCode | None = None
+    details: str = ""
+    cancelled_by_us: bool = False
+
+
+async def drive(open_call: Callable[[], Any], requests: list[Any], *, cancel: bool,
+                final: Callable[[Any], bool]) -> Outcome:
+    """Play ``requests`` on a new bidirectional call in lockstep (write one, read its answer),
+    then half-close and read what is left, or, with ``cancel``, cancel the call instead (an
+    early hang-up). A status that ends the call is recorded in the outcome (never raised).
+
+    Writing stops after a response for which ``final`` is true (the answer after which the
+    server ends the stream, e.g. to Close): a write racing with the end of the call is failed
+    by the client library itself (INTERNAL "Internal error from Core") whatever the server
+    did, so it would test the client, not the server."""
+    call = open_call()
+    out = Outcome()
+    try:
+        for request in requests:
+            await call.write(request)
+            response = await call.read()
+            if response is grpc.aio.EOF:
+                break
+            out.responses.append(response)
+            if final(response):
+                break
+        if cancel:
+            call.cancel()
+            out.cancelled_by_us = True
+            return out
+        await call.done_writing()
+        while (response := await call.read()) is not grpc.aio.EOF:
+            out.responses.append(response)
+        out.code = await call.code()
+        out.details = await call.details() or ""
+    except grpc.aio.AioRpcError as err:
+        out.code, out.details = err.code(), err.details() or ""
+    except asyncio.InvalidStateError:  # a write after the server ended the call
+        out.code = await call.code()
+        out.details = await call.details() or ""
+    return out
+
+
+async def wait_for(predicate: Callable[[], Awaitable[bool]], attempts: int = 2000) -> bool:
+    """Poll ``predicate`` (yielding 1 ms between tries) until it holds; False if it never
+    does within ``attempts`` tries. Used to wait for the server's ``finally`` blocks."""
+    for _ in range(attempts):
+        if await predicate():
+            return True
+        await asyncio.sleep(0.001)
+    return False
+
+
+def server_errors(metrics: Any, service: str) -> dict[str, float]:
+    """``moria_rpc_errors_total`` of ``service`` on a servicer's ``Metrics``, by code name:
+    the statuses the server itself ended calls with (unhandled exceptions count UNKNOWN)."""
+    out: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if (sample.name == "moria_rpc_errors_total"
+                    and sample.labels.get("service") == service):
+                out[sample.labels["code"]] = out.get(sample.labels["code"], 0.0) + sample.value
+    return out
+
+
+# ---- strategies ---------------------------------------------------------------------------
+
+#: Unicode text, surrogates excluded (protobuf strings must be valid UTF-8).
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+#: Ints across the whole int64 range, with the edges well represented.
+INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1),
+                  st.sampled_from([0, -1, 1, 2**31, -(2**63), 2**63 - 1]))
+UINT64 = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**63, 2**64 - 1]))
+
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, width=64),
+                       st.integers(-(2**53), 2**53), TEXT)
+JSON_VALUE = st.recursive(
+    _JSON_LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(TEXT, inner, max_size=3)),
+    max_leaves=8)
+
+
+def struct_of(keys: st.SearchStrategy[str] = TEXT) -> st.SearchStrategy[struct_pb2.Struct]:
+    """A Struct with random keys (``keys``) and random JSON values, nested."""
+
+    def build(data: dict[str, Any]) -> struct_pb2.Struct:
+        out = struct_pb2.Struct()
+        out.update(data)
+        return out
+
+    return st.dictionaries(keys, JSON_VALUE, max_size=4).map(build)
+
+
+@st.composite
+def tensors(draw: st.DrawFn) -> types_pb2.Tensor:
+    """A Tensor that is sometimes well formed, often not: unknown or unset dtype, negative or
+    huge dimensions, byte counts off by a little or a lot."""
+    dtype = draw(st.one_of(st.integers(0, 12), st.integers(13, 2**31 - 1)))
+    shape = draw(st.lists(st.one_of(st.integers(0, 4), st.integers(-3, -1),
+                                    st.integers(2**20, 2**40)), max_size=3))
+    itemsize = {1: 1, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 4, 8: 8, 9: 8, 10: 2, 11: 4,
+                12: 8}.get(dtype, 1)
+    size = 1
+    for dim in shape:
+        size *= max(dim, 0)
+    exact = size * itemsize if size * itemsize <= 256 else 0
+    length = draw(st.one_of(st.just(exact), st.integers(0, 64)))
+    return types_pb2.Tensor(dtype=dtype, shape=shape, data=draw(st.binary(min_size=length,
+                                                                         max_size=length)))
+
+
+def huge_text(limit: int) -> st.SearchStrategy[str]:
+    """A long string (up to ``limit`` characters; below the message limit)."""
+    return st.builds(lambda ch, n: ch * n, st.sampled_from(["a", "é", "\u4e2d", "\U0001f600"]),
+                     st.integers(1000, limit))
