@@ -108,7 +108,7 @@ class OrchestratorClient:
         """Submit ``spec`` (a run-spec dict, as the YAML holds it) under ``run_id`` (empty: the
         server's choice or the spec's eval.run_id). Retried on UNAVAILABLE: resubmitting the
         same spec and id is idempotent at the server."""
-        from orchestrator.service import to_struct
+        from orchestrator.run_events import to_struct
 
         request = pb.SubmitRunRequest(spec=to_struct(spec), run_id=run_id)
         return await self.call(lambda: self._stub.SubmitRun(request, timeout=timeout))

@@ -50,8 +50,6 @@ import concurrent.futures
 import contextlib
 import json
 import logging
-import math
-import os
 import re
 import sys
 import threading
@@ -60,12 +58,11 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import ValidationError
 from rich.console import Console
@@ -76,6 +73,15 @@ from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.server import Drain
 from orchestrator.records import SCORED_END_REASONS
 from orchestrator.results import atomic_write_text, completed_keys
+from orchestrator.run_events import (
+    EventLog,
+    comparable_spec,
+    integral_numbers,
+    iso_to_unix,
+    normalised_spec,
+    read_telemetry,
+    to_struct,
+)
 from orchestrator.spec import RunSpec, describe_errors
 from orchestrator.telemetry import dumps, scrub
 
@@ -111,7 +117,6 @@ EPISODE_EVENT_FIELDS: Final[tuple[str, ...]] = (
 #: Telemetry files tailed into the event log: source name -> file name suffix.
 TELEMETRY_SOURCES: Final[dict[str, str]] = {"events": "_events.jsonl",
                                             "episodes": "_episodes.jsonl"}
-_MAX_EXACT_INT: Final[int] = 2**53
 
 
 class RunServiceError(Exception):
@@ -121,183 +126,6 @@ class RunServiceError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-# -- conversions -------------------------------------------------------------------------------
-def integral_numbers(obj: Any) -> Any:
-    """Return ``obj`` with floats that hold whole numbers (below 2**53) turned into ints, at any
-    depth: a Struct carries every number as a double, and options such as
-    ``envs.babyai_kwargs.num_dists`` must reach the env as ints."""
-    if isinstance(obj, float) and obj.is_integer() and abs(obj) < _MAX_EXACT_INT:
-        return int(obj)
-    if isinstance(obj, dict):
-        return {k: integral_numbers(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [integral_numbers(v) for v in obj]
-    return obj
-
-
-def struct_safe(obj: Any) -> Any:
-    """Return ``obj`` ready for a protobuf Struct: ints beyond 2**53 (64-bit seeds) become
-    decimal strings instead of losing digits as doubles; non-finite floats become None."""
-    if isinstance(obj, bool) or obj is None:
-        return obj
-    if isinstance(obj, int):
-        return str(obj) if abs(obj) >= _MAX_EXACT_INT else obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): struct_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [struct_safe(v) for v in obj]
-    return obj
-
-
-def to_struct(data: dict[str, Any] | None) -> struct_pb2.Struct:
-    """A JSON-like dict as a Struct (see ``struct_safe``)."""
-    out = struct_pb2.Struct()
-    if data:
-        out.update(struct_safe(data))
-    return out
-
-
-def _iso_to_unix(value: Any) -> float:
-    try:
-        return datetime.fromisoformat(str(value)).timestamp()
-    except ValueError:
-        return time.time()
-
-
-def _normalised(spec: RunSpec) -> dict[str, Any]:
-    """The spec as stored and compared: a JSON round trip of its scrubbed dump."""
-    return dict(json.loads(dumps(spec.model_dump(mode="json"))))
-
-
-def _comparable(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` without ``eval.output_dir`` (the server's choice, not the client's)."""
-    evaluation = {k: v for k, v in dict(spec.get("eval") or {}).items() if k != "output_dir"}
-    return {**spec, "eval": evaluation}
-
-
-# -- the event log -----------------------------------------------------------------------------
-class EventLog:
-    """The durable, ordered event log of one run: ``service_events.jsonl``, one JSON object per
-    line, line N (1-based) being the event of sequence N.
-
-    Each line holds ``sequence``, ``type``, ``ts`` (Unix seconds), ``payload`` and, for events
-    copied from the runner's telemetry, ``source`` = ``{"file": "events"|"episodes", "end":
-    byte offset}``. Appends are flushed and fsynced before they become visible to readers.
-    Must be used from one event loop (the server's).
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.events: list[dict[str, Any]] = []
-        #: telemetry source -> bytes of it already copied into the log
-        self.offsets: dict[str, int] = {}
-        self._changed = asyncio.Event()
-
-    @classmethod
-    def load(cls, path: Path) -> EventLog:
-        """Read ``path`` (missing: empty log). A last line without its newline (a crash while
-        writing it) is cut off the file, so sequences stay dense. Raises OSError."""
-        events = cls(path)
-        if not path.exists():
-            return events
-        data = path.read_bytes()
-        keep = data.rfind(b"\n") + 1
-        if keep < len(data):
-            log.warning("%s: dropping an incomplete last line (%d bytes)", path, len(data) - keep)
-            with path.open("r+b") as handle:
-                handle.truncate(keep)
-                handle.flush()
-                os.fsync(handle.fileno())
-        for number, raw in enumerate(data[:keep].splitlines(), start=1):
-            try:
-                event = json.loads(raw)
-                if not isinstance(event, dict):
-                    raise ValueError("not an object")
-            except ValueError:
-                log.warning("%s: line %d is unreadable; kept as an 'unreadable' event", path,
-                            number)
-                event = {"type": "unreadable", "ts": 0.0, "payload": {}}
-            event["sequence"] = number
-            events.events.append(event)
-            source = event.get("source")
-            if isinstance(source, dict) and isinstance(source.get("end"), int):
-                name = str(source.get("file"))
-                events.offsets[name] = max(events.offsets.get(name, 0), source["end"])
-        return events
-
-    @property
-    def last_sequence(self) -> int:
-        """The sequence of the last event (0: none)."""
-        return len(self.events)
-
-    @property
-    def changed(self) -> asyncio.Event:
-        """An event set at the next append (take it before reading ``events``)."""
-        return self._changed
-
-    def append(self, items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]],
-               ) -> None:
-        """Append ``(type, unix ts, payload, source)`` items in order, durably. Raises OSError."""
-        if not items:
-            return
-        new: list[dict[str, Any]] = []
-        for kind, ts, payload, source in items:
-            event: dict[str, Any] = {"sequence": len(self.events) + len(new) + 1, "type": kind,
-                                     "ts": ts, "payload": payload}
-            if source is not None:
-                event["source"] = source
-            new.append(json.loads(dumps(event)))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8", newline="\n") as handle:
-            handle.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in new))
-            handle.flush()
-            os.fsync(handle.fileno())
-        for event in new:
-            self.events.append(event)
-            source = event.get("source")
-            if source is not None:
-                self.offsets[source["file"]] = source["end"]
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-
-def read_telemetry(path: Path, offset: int) -> list[tuple[int, dict[str, Any]]]:
-    """The complete JSON lines of ``path`` after byte ``offset``, as (end offset, object).
-
-    A line that does not parse (a crash cut it, then a resumed run appended to it) is read from
-    its last ``{"ts"`` on, else skipped. A missing file reads as empty."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return []
-    out: list[tuple[int, dict[str, Any]]] = []
-    position = offset
-    for raw in data[:data.rfind(b"\n") + 1].splitlines(keepends=True):
-        position += len(raw)
-        line = _parse_line(raw)
-        if line is None:
-            log.warning("%s: skipping an unreadable telemetry line ending at byte %d", path,
-                        position)
-            continue
-        out.append((position, line))
-    return out
-
-
-def _parse_line(raw: bytes) -> dict[str, Any] | None:
-    for candidate in (raw, raw[raw.rfind(b'{"ts"'):] if b'{"ts"' in raw else b""):
-        try:
-            line = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(line, dict) and "type" in line:
-            return line
-    return None
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -585,7 +413,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         for source, suffix in TELEMETRY_SOURCES.items():
             path = entry.directory / f"{entry.run_id}{suffix}"
             lines = read_telemetry(path, entry.events.offsets.get(source, 0))
-            batches.append([(_iso_to_unix(line.get("ts")), n, source, end, line)
+            batches.append([(iso_to_unix(line.get("ts")), n, source, end, line)
                             for n, (end, line) in enumerate(lines)])
         merged = []
         positions = [0] * len(batches)
@@ -714,10 +542,10 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         try:
             self._refuse_if_closing()
             run_id, spec = self._validate(request)
-            normal = _normalised(spec)
+            normal = normalised_spec(spec)
             existing = self.runs.get(run_id)
             if existing is not None:
-                if _comparable(existing.spec) != _comparable(normal):
+                if comparable_spec(existing.spec) != comparable_spec(normal):
                     raise RunServiceError(grpc.StatusCode.ALREADY_EXISTS,
                                           f"run {run_id!r} exists with a different spec; "
                                           "choose another run id")
