@@ -108,9 +108,11 @@ def _start(image: str, root: Path) -> Server:
                    str(REPO / "deploy" / "docker" / "grpc_health_probe.py")}
     env: dict[str, str] = {}
     for key, value in df.env.items():
+        # the image's /tmp is this server's temp dir (decided on the image's own value: this
+        # checkout may itself live under /tmp)
+        if value == "/tmp" or value.startswith("/tmp/"):
+            value = str(tmp) + value[len("/tmp"):]
         mapped = _map_path(value, mapping)
-        if mapped.startswith("/tmp"):
-            mapped = str(tmp) + mapped[len("/tmp"):]
         mapped = mapped.replace("$PATH", "/usr/local/bin:/usr/bin:/bin")
         assert "/opt/moria" not in mapped, f"{image}: ENV {key}={value} has an unmapped path"
         env[key] = mapped
