@@ -148,12 +148,19 @@ class _Lockstep:
             raise StreamClosedError("stream closed by the server")
         return response
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace_s: float = 2.0) -> None:
+        """Half-close, give the server up to ``grace_s`` seconds to finish the call with its
+        own status (so a polite end is not seen as a client cancellation), then cancel."""
         if not self.closed:
             self.closed = True
             with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError, RuntimeError):
                 await self._call.done_writing()
-            self._call.cancel()
+            try:
+                await asyncio.wait_for(self._call.code(), grace_s)
+            except (TimeoutError, grpc.aio.AioRpcError):
+                pass
+            finally:
+                self._call.cancel()
 
 
 class EnvSession:
