@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import struct_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import strategies as st
 
+from moria.clients import channel_for
 from moria.common.v1 import types_pb2
 
 T = TypeVar("T")
@@ -124,6 +126,28 @@ def server_errors(metrics: Any, service: str) -> dict[str, float]:
                     and sample.labels.get("service") == service):
                 out[sample.labels["code"]] = out.get(sample.labels["code"], 0.0) + sample.value
     return out
+
+
+async def assert_unharmed(outcome: Outcome, *, target: str, metrics: Any, service: str,
+                          errors_before: dict[str, float],
+                          active: Callable[[], Awaitable[int]], what: str) -> None:
+    """The checks every example ends with: a failed stream carries a malformed-input code,
+    capacity returns to the control stream alone (``active() == 1``, polled: the server's
+    ``finally`` blocks may still run), the server counted no new UNKNOWN/INTERNAL, and health
+    says SERVING. ``what`` names the capacity unit in the message ("sessions", "streams")."""
+    if outcome.code is not None and outcome.code != grpc.StatusCode.OK:
+        assert outcome.code in MALFORMED_INPUT_CODES, (outcome.code, outcome.details)
+
+    async def at_baseline() -> bool:
+        return await active() == 1
+
+    assert await wait_for(at_baseline), f"{what} leaked: {await active()} active"
+    after = server_errors(metrics, service)
+    for code in ("UNKNOWN", "INTERNAL"):
+        assert after.get(code, 0) == errors_before.get(code, 0), (code, outcome.details)
+    health = health_pb2_grpc.HealthStub(channel_for(target))
+    status = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+    assert status.status == health_pb2.HealthCheckResponse.SERVING
 
 
 # ---- strategies ---------------------------------------------------------------------------

@@ -135,6 +135,49 @@ def _agent_state(state: int) -> tuple[str, bool]:
     return FACING.get(direction, "an unknown direction"), carrying
 
 
+def _check_view(image: np.ndarray) -> int:
+    """The view size V of an observation image. Raises ``ValueError`` unless it is (V, V, 3)
+    with V odd and >= 3."""
+    if image.ndim != 3 or image.shape[0] != image.shape[1] or image.shape[2] != 3 \
+            or image.shape[0] < 3 or image.shape[0] % 2 == 0:
+        raise ValueError(f"expected a (V, V, 3) view with V odd >= 3, got {image.shape}")
+    return int(image.shape[0])
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One cell of the view (not the agent's own): where it is, ``ahead``/``right`` of the
+    agent and ``dx``/``dy`` on the map, and its type, colour name and state codes."""
+
+    ahead: int
+    right: int
+    dx: int
+    dy: int
+    kind: int
+    colour: str
+    state: int
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        """Nearest first (steps), then the farther ahead, then left to right."""
+        return abs(self.dx) + abs(self.dy), -self.ahead, self.right
+
+
+def _cells(image: np.ndarray, direction: int) -> list[_Cell]:
+    """Every cell of the view but the agent's own (which holds what it carries)."""
+    size = _check_view(image)
+    out = []
+    for i in range(size):
+        for j in range(size):
+            ahead, right = size - 1 - j, i - size // 2
+            if ahead == 0 and right == 0:
+                continue
+            kind, colour_idx, state = (int(v) for v in image[i, j])
+            dx, dy = to_map_offset(ahead, right, direction)
+            out.append(_Cell(ahead, right, dx, dy, kind, colour_name(colour_idx), state))
+    return out
+
+
 def describe_view(
     image: np.ndarray,
     direction: int,
@@ -158,47 +201,38 @@ def describe_view(
     Raises ``ValueError`` for an image that is not (V, V, 3) with V odd and >= 3, and
     ``KeyError`` for a direction outside 0..3.
     """
-    if image.ndim != 3 or image.shape[0] != image.shape[1] or image.shape[2] != 3 \
-            or image.shape[0] < 3 or image.shape[0] % 2 == 0:
-        raise ValueError(f"expected a (V, V, 3) view with V odd >= 3, got {image.shape}")
-    size = image.shape[0]
+    _check_view(image)
     out = ViewText()
     out.lines.append(f"You are facing: {facing_name(direction)}")
     out.lines.append(f"You are carrying: {carried_object(image)}")
 
-    seen: list[tuple[int, int, int, str]] = []  # (steps, -ahead, right, text)
+    seen: list[tuple[tuple[int, int, int], str]] = []
     wall_ahead = False
-    for i in range(size):
-        for j in range(size):
-            ahead, right = size - 1 - j, i - size // 2
-            if ahead == 0 and right == 0:
-                continue  # own cell: what the agent carries
-            kind, colour_idx, state = (int(v) for v in image[i, j])
-            if kind == _WALL and ahead == 1 and right == 0:
-                wall_ahead = True
-            if kind in (_UNSEEN, _EMPTY, _WALL, _FLOOR):
-                continue
-            dx, dy = to_map_offset(ahead, right, direction)
-            where = relative_position(dx, dy) + _position_note(ahead, right)
-            colour = colour_name(colour_idx)
-            if kind == _BALL:
-                text = f"a {colour} ball: {where}"
-            elif kind == _OBJGOAL:
-                whose = ("your own team's goal: defend it" if colour == own_colour
-                         else "the goal you score in")
-                text = f"a goal cell of the {colour} team ({whose}): {where}"
-            elif kind == _AGENT:
-                facing, carrying = _agent_state(state)
-                name = (names or {}).get((dx, dy), "")
-                relation = "your teammate" if colour == own_colour else "opponent"
-                label = f"{name} ({colour} team, {relation})" if name else \
-                    f"a {colour} agent ({relation})"
-                holds = "carrying the ball" if carrying else "carrying nothing"
-                text = f"{label}: {where}; facing {facing}; {holds}"
-                out.agents.append(SeenAgent((dx, dy), colour, facing, carrying, name))
-            else:
-                text = f"a {colour} {Type.from_index(kind).value}: {where}"
-            seen.append((abs(dx) + abs(dy), -ahead, right, text))
+    for cell in _cells(image, direction):
+        if cell.kind == _WALL and (cell.ahead, cell.right) == (1, 0):
+            wall_ahead = True
+        if cell.kind in (_UNSEEN, _EMPTY, _WALL, _FLOOR):
+            continue
+        dx, dy, colour = cell.dx, cell.dy, cell.colour
+        where = relative_position(dx, dy) + _position_note(cell.ahead, cell.right)
+        if cell.kind == _BALL:
+            text = f"a {colour} ball: {where}"
+        elif cell.kind == _OBJGOAL:
+            whose = ("your own team's goal: defend it" if colour == own_colour
+                     else "the goal you score in")
+            text = f"a goal cell of the {colour} team ({whose}): {where}"
+        elif cell.kind == _AGENT:
+            facing, carrying = _agent_state(cell.state)
+            name = (names or {}).get((dx, dy), "")
+            relation = "your teammate" if colour == own_colour else "opponent"
+            label = f"{name} ({colour} team, {relation})" if name else \
+                f"a {colour} agent ({relation})"
+            holds = "carrying the ball" if carrying else "carrying nothing"
+            text = f"{label}: {where}; facing {facing}; {holds}"
+            out.agents.append(SeenAgent((dx, dy), colour, facing, carrying, name))
+        else:
+            text = f"a {colour} {Type.from_index(cell.kind).value}: {where}"
+        seen.append((cell.order, text))
 
     if seen:
         out.lines.append("You see:")
@@ -236,37 +270,27 @@ def view_info(image: np.ndarray, direction: int, own_colour: str) -> dict[str, A
     Raises ``ValueError`` for an image that is not (V, V, 3) with V odd and >= 3, and
     ``KeyError`` for a direction outside 0..3.
     """
-    if image.ndim != 3 or image.shape[0] != image.shape[1] or image.shape[2] != 3 \
-            or image.shape[0] < 3 or image.shape[0] % 2 == 0:
-        raise ValueError(f"expected a (V, V, 3) view with V odd >= 3, got {image.shape}")
-    size = image.shape[0]
+    size = _check_view(image)
     own = image[size // 2, size - 1]
     own_kind = int(own[TYPE])
     carrying = "" if own_kind in (_UNSEEN, _EMPTY) else _kind_name(own_kind)
     found: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
     walls: list[list[int]] = []
-    for i in range(size):
-        for j in range(size):
-            ahead, right = size - 1 - j, i - size // 2
-            if ahead == 0 and right == 0:
-                continue
-            kind, colour_idx, state = (int(v) for v in image[i, j])
-            if kind == _WALL:
-                walls.append([ahead, right])
-                continue
-            if kind in (_UNSEEN, _EMPTY, _FLOOR):
-                continue
-            dx, dy = to_map_offset(ahead, right, direction)
-            colour = colour_name(colour_idx)
-            team = ""
-            if kind in (_AGENT, _OBJGOAL):
-                team = "own" if colour == own_colour else "opponent"
-            entry: dict[str, Any] = {
-                "kind": _kind_name(kind), "colour": colour, "team": team,
-                "dx": dx, "dy": dy, "ahead": ahead, "right": right,
-                "carrying_ball": kind == _AGENT and _agent_state(state)[1],
-            }
-            found.append(((abs(dx) + abs(dy), -ahead, right), entry))
+    for cell in _cells(image, direction):
+        if cell.kind == _WALL:
+            walls.append([cell.ahead, cell.right])
+            continue
+        if cell.kind in (_UNSEEN, _EMPTY, _FLOOR):
+            continue
+        team = ""
+        if cell.kind in (_AGENT, _OBJGOAL):
+            team = "own" if cell.colour == own_colour else "opponent"
+        entry: dict[str, Any] = {
+            "kind": _kind_name(cell.kind), "colour": cell.colour, "team": team,
+            "dx": cell.dx, "dy": cell.dy, "ahead": cell.ahead, "right": cell.right,
+            "carrying_ball": cell.kind == _AGENT and _agent_state(cell.state)[1],
+        }
+        found.append((cell.order, entry))
     found.sort(key=lambda item: item[0])
     return {
         "facing": facing_name(direction),
