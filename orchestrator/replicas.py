@@ -109,8 +109,10 @@ class ReplicaSet:
         delay = 0.05
         unreachable_since: float | None = None
         while True:
-            async with self._lock:  # one choice at a time, so in_flight counts stay exact
-                loads = await asyncio.gather(*(self._load(r) for r in self._replicas))
+            # probe outside the lock (a hung replica costs its 2 s deadline once, not once per
+            # waiting episode); choose under it, so the in_flight counts stay exact
+            loads = await asyncio.gather(*(self._load(r) for r in self._replicas))
+            async with self._lock:
                 choice = self._choose(loads)
                 if choice is not None:
                     choice.in_flight += 1
