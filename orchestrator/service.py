@@ -48,6 +48,7 @@ import base64
 import binascii
 import concurrent.futures
 import contextlib
+import heapq
 import json
 import logging
 import re
@@ -415,17 +416,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             lines = read_telemetry(path, entry.events.offsets.get(source, 0))
             batches.append([(iso_to_unix(line.get("ts")), n, source, end, line)
                             for n, (end, line) in enumerate(lines)])
-        merged = []
-        positions = [0] * len(batches)
-        while True:
-            heads = [(batch[i][0], k) for k, (batch, i) in enumerate(zip(batches, positions,
-                                                                          strict=True))
-                     if i < len(batch)]
-            if not heads:
-                break
-            _, k = min(heads)
-            merged.append(batches[k][positions[k]])
-            positions[k] += 1
+        merged = heapq.merge(*batches, key=lambda item: item[0])  # each file's order kept
         items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]] = []
         for ts, _, source, end, line in merged:
             payload = {k: v for k, v in line.items() if k not in ("ts", "run_id", "type")}
