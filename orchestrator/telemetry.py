@@ -190,22 +190,13 @@ class JsonlAppender:
             handle.close()
 
 
-class TelemetryWriter:
-    """Append-only JSON-lines writer for one run's steps, episodes and lifecycle events.
+class RunFiles:
+    """The three JSON-lines files of a run under ``out_dir``, named by ``run_id`` (the names
+    MOSAIC's workers use; the worker's telemetry shares them)."""
 
-    Files are created under ``out_dir`` (made if missing) on first use, opened in append mode so a
-    resumed run continues the same files. Use as a context manager or call ``close()``. Writing
-    after ``close()`` raises ``RuntimeError``.
-    """
+    out_dir: Path
+    run_id: str
 
-    def __init__(self, out_dir: str | Path, run_id: str) -> None:
-        if not run_id or "/" in run_id or "\\" in run_id:
-            raise ValueError(f"run_id must be a non-empty name without path separators: {run_id!r}")
-        self.out_dir = Path(out_dir)
-        self.run_id = run_id
-        self._files = JsonlAppender()
-
-    # -- paths -------------------------------------------------------------------------------
     @property
     def steps_path(self) -> Path:
         """``<out>/<run_id>_steps.jsonl``."""
@@ -220,6 +211,23 @@ class TelemetryWriter:
     def events_path(self) -> Path:
         """``<out>/<run_id>_events.jsonl``."""
         return self.out_dir / f"{self.run_id}_events.jsonl"
+
+
+class TelemetryWriter(RunFiles):
+    """Append-only JSON-lines writer for one run's steps, episodes and lifecycle events.
+
+    Files are created under ``out_dir`` (made if missing) on first use, opened in append mode so a
+    resumed run continues the same files. Use as a context manager or call ``close()``. Writing
+    after ``close()`` raises ``RuntimeError``.
+    """
+
+    def __init__(self, out_dir: str | Path, run_id: str) -> None:
+        if not run_id or "/" in run_id or "\\" in run_id:
+            raise ValueError(f"run_id must be a non-empty name without path separators: {run_id!r}")
+        self.out_dir = Path(out_dir)
+        self.run_id = run_id
+        self._files = JsonlAppender()
+
 
     # -- writers -----------------------------------------------------------------------------
     def write_step(

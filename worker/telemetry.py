@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.telemetry import JsonlAppender, dumps, utc_now_iso
+from orchestrator.telemetry import JsonlAppender, RunFiles, dumps, utc_now_iso
 
 #: Fields of a step line, in order.
 STEP_FIELDS: tuple[str, ...] = (
@@ -41,7 +41,7 @@ def episode_id(run_id: str, episode_index: int) -> str:
     return f"{run_id}-ep{episode_index:06d}"
 
 
-class WorkerTelemetry:
+class WorkerTelemetry(RunFiles):
     """Append-only writer of the three files. ``enabled=False`` writes nothing (--no-jsonl).
 
     ``echo``: called with every event object too (interactive ``--stdout-events``).
@@ -55,21 +55,6 @@ class WorkerTelemetry:
         self.enabled = enabled
         self.echo = echo
         self._files = JsonlAppender()
-
-    @property
-    def steps_path(self) -> Path:
-        """``<dir>/<run_id>_steps.jsonl``."""
-        return self.out_dir / f"{self.run_id}_steps.jsonl"
-
-    @property
-    def episodes_path(self) -> Path:
-        """``<dir>/<run_id>_episodes.jsonl``."""
-        return self.out_dir / f"{self.run_id}_episodes.jsonl"
-
-    @property
-    def events_path(self) -> Path:
-        """``<dir>/<run_id>_events.jsonl``."""
-        return self.out_dir / f"{self.run_id}_events.jsonl"
 
     def step(self, record: dict[str, Any]) -> None:
         """Append one step line (``record`` holds ``STEP_FIELDS``; extra keys are kept)."""
