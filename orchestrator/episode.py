@@ -48,7 +48,17 @@ _INFRA_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL,
 
 
 class InfrastructureFault(RuntimeError):
-    """An env or policy server failed under the episode; the episode may be re-queued."""
+    """An env or policy server failed under the episode; the episode may be re-queued.
+
+    ``server``: which one (``"env"``, ``"policy"``; "" when unknown, e.g. a missed deadline);
+    ``code``: the gRPC status it answered with, when it answered.
+    """
+
+    def __init__(self, message: str, *, server: str = "",
+                 code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+        self.code = code
 
 
 class EpisodeSetupError(RuntimeError):
@@ -206,7 +216,7 @@ class EpisodeDriver:
             self.error = failed.act.error.message
             return turns
         response = await _call(self.session.step,
-                               {t.seat.agent_id: t.act.action for t in turns})
+                               {t.seat.agent_id: t.act.action for t in turns}, server="env")
         if response.error.code != 0:
             raise InfrastructureFault(f"env rejected the step: {response.error.message}")
         for turn in turns:
@@ -352,12 +362,13 @@ def _seat_records(spec: RunSpec, seats: list[Seat]) -> dict[str, dict[str, Any]]
     return out
 
 
-async def _call(fn: Any, *args: Any) -> Any:
-    """Call a stream method, mapping lost servers to InfrastructureFault."""
+async def _call(fn: Any, *args: Any, server: str) -> Any:
+    """Call a stream method of the ``server`` ("env" or "policy"), mapping a lost server to
+    InfrastructureFault and a refused request to EpisodeSetupError."""
     try:
         return await fn(*args)
     except StreamClosedError as exc:
-        raise InfrastructureFault(str(exc)) from exc
+        raise InfrastructureFault(str(exc), server=server) from exc
     except grpc.aio.AioRpcError as exc:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
@@ -365,7 +376,8 @@ async def _call(fn: Any, *args: Any) -> Any:
             # it must stay a cancellation, never become a re-queued fault.
             raise asyncio.CancelledError() from exc
         if exc.code() in _INFRA_CODES:
-            raise InfrastructureFault(f"{exc.code().name}: {exc.details()}") from exc
+            raise InfrastructureFault(f"{exc.code().name}: {exc.details()}", server=server,
+                                      code=exc.code()) from exc
         raise EpisodeSetupError(f"{exc.code().name}: {exc.details()}") from exc
 
 
@@ -392,7 +404,7 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
         players=[types_pb2.PlayerSpec(agent_id=agent_id, role=player.role,
                                       options=struct_from_dict(player.env_options()))
                  for agent_id, player in sorted(spec.players.items())])
-    return await _call(session.open, request)
+    return await _call(session.open, request, server="env")
 
 
 async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
@@ -441,7 +453,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                 agent_id=agent_id, instruction=start.instruction,
                 action_space=start.action_space, agent_config=config,
                 seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
-                record_prompts=spec.eval.save_prompts, demonstrations=demos))
+                record_prompts=spec.eval.save_prompts, demonstrations=demos), server="policy")
         except EpisodeSetupError as exc:
             raise PlayerSetupError(f"the player of {agent_id} ({agent.type}) cannot start: "
                                    f"{exc}") from None
@@ -460,9 +472,9 @@ async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,
     if seat.last_result is not None:
         observe.last_action_result.CopyFrom(seat.last_result)
     if model_slots is None or not seat.uses_model:
-        return await _call(seat.stream.observe, observe)
+        return await _call(seat.stream.observe, observe, server="policy")
     async with model_slots:
-        return await _call(seat.stream.observe, observe)
+        return await _call(seat.stream.observe, observe, server="policy")
 
 
 async def _finish(session: EnvSession, seats: list[Seat], end_reason: str,

@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import grpc
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -273,8 +274,11 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
             return record
         except InfrastructureFault as exc:
-            if "RESOURCE_EXHAUSTED" in str(exc):
-                env_set.mark_full(env_target)
+            if exc.code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # full: try the others first
+                if exc.server == "env":
+                    env_set.mark_full(env_target)
+                elif exc.server == "policy":
+                    policy_set.mark_full(policy_target)
             if on_fault is not None:
                 on_fault()
             if attempt < spec.eval.max_episode_retries:
