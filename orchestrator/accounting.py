@@ -115,23 +115,40 @@ class PriceTable:
 
 @lru_cache(maxsize=8)
 def load_prices(path: str | None = None) -> PriceTable:
-    """Read a price table (None: the shipped ``prices.yaml``). Raises ``PriceError``."""
-    file = Path(path) if path else DEFAULT_PRICES
+    """Read a price table file (None: the shipped ``prices.yaml``); a relative path is taken
+    from the current directory and named resolved in errors. Raises ``PriceError``."""
+    file = Path(path).resolve() if path else DEFAULT_PRICES
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise PriceError(f"cannot read price table {file}: {exc}") from exc
+    return price_table(raw, str(file))
+
+
+def price_table(raw: Any, source: str) -> PriceTable:
+    """A price table from its parsed content (``as_of``, ``currency``, ``models``: {name:
+    {input, output, cached_input}}); ``source`` names it in errors and in the summary.
+    Raises ``PriceError`` listing at most 10 problems, values never quoted."""
     try:
         parsed = _PriceFile.model_validate(raw)
     except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+            f"{'.'.join(str(p) for p in e['loc'])[:100]}: {e['msg']}" for e in errors[:10]
+        ) + (f"; and {len(errors) - 10} more" if len(errors) > 10 else "")
         raise PriceError(
-            f"bad price table {file}: {problems} (expected as_of, currency and models: "
+            f"bad price table {source}: {problems} (expected as_of, currency and models: "
             "{name: {input, output, cached_input}} in dollars per million tokens)"
         ) from None
-    return PriceTable(str(file), parsed.as_of, parsed.currency, dict(parsed.models))
+    return PriceTable(source, parsed.as_of, parsed.currency, dict(parsed.models))
+
+
+def prices_for(value: str | Mapping[str, Any] | None) -> PriceTable:
+    """The price table ``eval.prices`` names: None, the shipped table; a mapping, an inline
+    table (source ``"inline"``); a string, a file path (``load_prices``). Raises PriceError."""
+    if value is None or isinstance(value, str):
+        return load_prices(value)
+    return price_table(dict(value), "inline")
 
 
 def empty_usage() -> dict[str, float]:

@@ -46,6 +46,12 @@ FULL_PROTOCOL_HINT = (
 )
 
 
+def _stderr_console() -> Console:
+    """The console for messages and progress on stderr; a message is never wrapped, so an
+    error stays one line that a script can grep."""
+    return Console(stderr=True, soft_wrap=True)
+
+
 def _stdout_console() -> Console:
     """A console for tables on stdout; wide when stdout is not a terminal (logs, pipes)."""
     return Console() if sys.stdout.isatty() else Console(width=160)
@@ -63,7 +69,7 @@ async def _terminable(work: Coroutine[Any, Any, T]) -> T:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from orchestrator.spec import SpecError, load_spec
 
-    console = Console(stderr=True)
+    console = _stderr_console()
     try:
         spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
                                        *args.overrides])
@@ -136,11 +142,21 @@ def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
     _draw_progress(outcome.summary, Path(outcome.output_dir), console)
     if getattr(args, "hint", False):
         console.print(FULL_PROTOCOL_HINT, highlight=False)
-    if outcome.errors:
-        console.print(f"[yellow]{len(outcome.errors)} episode(s) failed; rerun the same command "
-                      "to retry them[/yellow]")
-        return 1
-    return 0
+    return report_verdict(outcome.verdict, console)
+
+
+def report_verdict(verdict: Any, console: Console) -> int:
+    """Print the run's verdict (``orchestrator.outcome.RunVerdict``) as the last lines of a
+    run and return its exit code: 0 when every planned episode was scored, 1 otherwise (with
+    the count and the first distinct errors, and how to retry)."""
+    if verdict is None or verdict.succeeded:
+        if verdict is not None:
+            console.print(f"[green]succeeded:[/green] {verdict.headline()}", highlight=False)
+        return 0
+    console.print(f"[red]failed:[/red] {verdict.describe()}", highlight=False)
+    console.print("failed episodes are not scored; rerun the same command to play them again",
+                  highlight=False)
+    return verdict.exit_code
 
 
 def _draw_progress(summary: dict[str, Any], out_dir: Path, console: Console) -> None:
@@ -169,7 +185,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.accounting import load_prices
     from orchestrator.results import previous_extra, print_report, summarize
 
-    console = Console(stderr=True)
+    console = _stderr_console()
     directory = args.dname or args.dir
     try:
         if directory is None:
@@ -184,6 +200,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 2
     console.print(f"wrote {Path(directory) / 'report.json'}", highlight=False)
     _draw_progress(summary, Path(directory), console)
+    from orchestrator.outcome import verdict_from_summary
+
+    verdict = verdict_from_summary(summary)
+    colour = "green" if verdict.succeeded else "yellow"
+    console.print(f"[{colour}]{verdict.state}:[/{colour}] {verdict.describe()}",
+                  highlight=False)
     return 0
 
 
@@ -191,7 +213,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
     """The MOSAIC domain-harness form: ``--domain balrog_<env> --run_id ID --num_samples N``."""
     from orchestrator.spec import SpecError, load_spec
 
-    console = Console(stderr=True)
+    console = _stderr_console()
     try:
         envs = _domain_envs(args.domain)
         if "/" in args.run_id or args.run_id in ("", ".", ".."):
@@ -210,7 +232,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from orchestrator.prepare import SOURCES, PrepareError, prepare_sources, sources_for
 
-    console = Console(stderr=True)
+    console = _stderr_console()
     try:
         sources = sources_for(args.env) if args.env else list(SOURCES.values())
     except ValueError as exc:
@@ -253,7 +275,7 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
         schedule,
     )
 
-    console = Console(stderr=True)
+    console = _stderr_console()
     try:
         spec = load_tournament(args.config, args.overrides)
     except (TournamentSpecError, ValueError) as exc:

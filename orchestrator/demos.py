@@ -315,7 +315,7 @@ def load_demonstrations(spec: RunSpec, env: str, task: str, eval_seeds: set[int]
     return [r.to_proto() for r in chosen]
 
 
-def check_demonstrations(spec: RunSpec, planned: list[tuple[str, str, int]],
+def check_demonstrations(spec: RunSpec, planned: Iterable[tuple[str, str, int]],
                          ) -> dict[tuple[str, str], list[pol_pb.Demonstration]]:
     """Preflight for few_shot: every planned (env, task, seed) has its demonstrations.
 

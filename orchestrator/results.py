@@ -38,7 +38,7 @@ import os
 import statistics
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,6 +48,7 @@ from rich.table import Table
 
 from orchestrator.accounting import PriceTable, load_prices, merge_usage, priced
 from orchestrator.match_report import match_summary, render_match_tables
+from orchestrator.outcome import verdict
 from orchestrator.records import END_REASONS, SCORED_END_REASONS, EpisodeRecord
 from orchestrator.telemetry import dumps, scrub
 
@@ -77,7 +78,7 @@ REPORT_ENV_KEYS: Final[tuple[str, ...]] = (
 )
 _FORMAT_VERSION: Final[int] = 1
 _PROTECTED_SUMMARY_KEYS: Final[frozenset[str]] = frozenset(
-    {"average_progress", "standard_error", "environments"}
+    {"average_progress", "standard_error", "environments", "outcome"}
 )
 
 
@@ -328,6 +329,19 @@ def _reason_counts(episodes: Iterable[EpisodeRecord]) -> dict[str, int]:
     return {reason: counts.get(reason, 0) for reason in END_REASONS}
 
 
+def invalid_action_counts(episodes: Iterable[EpisodeRecord]) -> dict[str, Any]:
+    """``{"actions", "invalid_actions", "invalid_action_rate"}`` over every recorded agent
+    turn of ``episodes``: turns, turns whose answer held no valid action (the env's default
+    action was applied instead; ``StepRecord.valid`` False), and their ratio in [0, 1] (None
+    when no turn was recorded)."""
+    actions = invalid = 0
+    for episode in episodes:
+        actions += len(episode.steps)
+        invalid += sum(1 for step in episode.steps if not step.valid)
+    return {"actions": actions, "invalid_actions": invalid,
+            "invalid_action_rate": invalid / actions if actions else None}
+
+
 def _group_figures(episodes: list[EpisodeRecord], prices: PriceTable) -> dict[str, Any]:
     scored = [e for e in episodes if e.scored]
     pct, se = progression_stats(e.progression for e in scored)
@@ -342,6 +356,7 @@ def _group_figures(episodes: list[EpisodeRecord], prices: PriceTable) -> dict[st
         "end_reasons": reasons,
         "agent_error_episodes": reasons["agent_error"],
         "episodes_total": len(episodes),
+        **invalid_action_counts(episodes),
         **model_call_counts(episodes),
         "cost_usd": costs["cost_usd"],
         "models": costs["models"],
@@ -399,6 +414,7 @@ def compute_summary(
     episodes: list[EpisodeRecord],
     envs: list[str] | None = None,
     prices: PriceTable | None = None,
+    planned: Iterable[tuple[str, str, int]] | None = None,
 ) -> dict[str, Any]:
     """The ``summary.json`` content (without ``extra``), computed from ``episodes``.
 
@@ -411,7 +427,9 @@ def compute_summary(
     (None when no model is priced; ``unpriced_models`` lists the ones left out) and ``prices``
     names the price table and the date of its prices (default: the shipped table).
     ``matches`` holds the per-team/per-seat rows of multi-agent games
-    (``orchestrator.match_report.match_summary``).
+    (``orchestrator.match_report.match_summary``). ``outcome`` is the run's verdict
+    (``orchestrator.outcome.verdict`` over ``planned``, the run's planned episode keys; None:
+    the episodes found are the plan).
     """
     prices = prices or load_prices()
     names = list(envs) if envs is not None else sorted({e.env for e in episodes})
@@ -450,6 +468,8 @@ def compute_summary(
         "task_dir_layout": "flat: '/' in task names replaced by '__'",
         "scored_end_reasons": sorted(SCORED_END_REASONS),
         "matches": match_summary(chosen),
+        **invalid_action_counts(chosen),
+        "outcome": verdict(chosen, planned).as_json(),
     }
 
 
@@ -478,14 +498,30 @@ def previous_extra(out_dir: str | Path) -> dict[str, Any]:
     return {k: v for k, v in previous.items() if k not in computed}
 
 
+def planned_from_run_file(out_dir: str | Path) -> Iterator[tuple[str, str, int]] | None:
+    """The planned episode keys of the run spec saved in ``<out>/run.json``; None when there
+    is no readable spec (a directory not written by ``moria eval``)."""
+    from orchestrator.spec import RunSpec  # spec imports this module's users; keep it lazy
+
+    try:
+        meta = json.loads((Path(out_dir) / "run.json").read_text(encoding="utf-8"))
+        return RunSpec.model_validate(meta["spec"]).episodes()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def summarize(
     out_dir: str | Path,
     *,
     envs: list[str] | None = None,
     extra: dict[str, Any] | None = None,
     prices: PriceTable | None = None,
+    planned: Iterable[tuple[str, str, int]] | None = None,
 ) -> dict[str, Any]:
     """Recompute and atomically write all summaries from the episode files; return summary.json.
+
+    ``planned``: the run's planned episode keys, for the ``outcome`` verdict (None: the
+    ``spec`` in ``<out>/run.json`` when there is one, else the episodes found).
 
     Writes ``<out>/<env>/<env>_summary.json`` per env, ``<out>/summary.json`` (``compute_summary``
     plus ``extra`` merged in, e.g. versions and the run seed) and ``<out>/report.json``
@@ -504,7 +540,9 @@ def summarize(
     if clash:
         raise ValueError(f"extra may not override computed summary keys: {sorted(clash)}")
     summary: dict[str, Any] = scrub(
-        {**compute_summary(load_episodes(root), envs, prices), **extra}
+        {**compute_summary(load_episodes(root), envs, prices,
+                           planned if planned is not None else planned_from_run_file(root)),
+         **extra}
     )
     for env, figures in summary["environments"].items():
         atomic_write_text(
@@ -531,6 +569,13 @@ def _errors(figures: Mapping[str, Any]) -> str:
     return str(sum(reasons[r] for r in ("agent_error", "env_error", "cancelled")))
 
 
+def _invalid(figures: Mapping[str, Any]) -> str:
+    rate = figures.get("invalid_action_rate")
+    if rate is None:
+        return "-"
+    return f"{figures['invalid_actions']:,} ({100 * rate:.1f}%)"
+
+
 def _row(name: str, task: str, figures: Mapping[str, Any]) -> list[str]:
     return [
         name,
@@ -540,6 +585,7 @@ def _row(name: str, task: str, figures: Mapping[str, Any]) -> list[str]:
         _steps(figures),
         f"{figures['input_tokens']:,}",
         f"{figures['output_tokens']:,}",
+        _invalid(figures),
         _cost(figures),
         _errors(figures),
     ]
@@ -556,10 +602,10 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
     """A rich ``Table`` of a results directory: per env, per task and overall.
 
     Columns: environment, task, scored episodes, progression % ± SE, average steps, input and
-    output tokens, estimated cost (``prices``; default the shipped table), and failed
-    (agent/env error or cancelled) episodes. Figures are recomputed
-    from the episode files. Raises ``FileNotFoundError`` (with a hint) when ``out_dir`` is
-    missing or holds no readable episode files.
+    output tokens, invalid actions (count and share of turns), estimated cost (``prices``;
+    default the shipped table), and failed (agent/env error or cancelled) episodes. Figures
+    are recomputed from the episode files. Raises ``FileNotFoundError`` (with a hint) when
+    ``out_dir`` is missing or holds no readable episode files.
     """
     root = Path(out_dir)
     if not root.is_dir():
@@ -577,7 +623,7 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
     table.add_column("Task", overflow="fold")
     table.add_column("Episodes", justify="right")
     table.add_column("Progression %", justify="right", no_wrap=True)
-    for column in ("Avg steps", "Input tokens", "Output tokens", "Cost", "Failed"):
+    for column in ("Avg steps", "Input tokens", "Output tokens", "Invalid", "Cost", "Failed"):
         table.add_column(column, justify="right")
     for env, figures in summary["environments"].items():
         table.add_row(*_row(env, "(all)", figures), style="bold")
@@ -594,6 +640,8 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
         "cost_usd": summary["cost_usd"],
         "models": summary["models"],
         "end_reasons": summary["end_reasons"],
+        "invalid_actions": summary["invalid_actions"],
+        "invalid_action_rate": summary["invalid_action_rate"],
     }
     table.add_row(*_row("Overall", "(mean of envs)", overall), style="bold")
     return table

@@ -15,7 +15,8 @@ import hashlib
 import json
 import logging
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -35,7 +36,8 @@ from rich.progress import (
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
-from orchestrator.accounting import PriceError, load_prices
+from moria.quoting import quote_names
+from orchestrator.accounting import PriceError, prices_for
 from orchestrator.balrog import SEED_CYCLES
 from orchestrator.demos import MissingDemonstrationsError, check_demonstrations
 from orchestrator.episode import (
@@ -46,6 +48,7 @@ from orchestrator.episode import (
     rehearse_start,
     run_episode,
 )
+from orchestrator.outcome import RunVerdict, verdict_from_summary
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
 from orchestrator.results import (
@@ -85,7 +88,9 @@ class PreflightError(RuntimeError):
 
 @dataclass
 class RunOutcome:
-    """What ``run_evaluation`` did: the summary and counts of this invocation."""
+    """What ``run_evaluation`` did: the summary, counts of this invocation and the run's
+    verdict over all its planned episodes (``orchestrator.outcome``; also in
+    ``summary["outcome"]``)."""
 
     run_id: str
     output_dir: Path
@@ -93,27 +98,53 @@ class RunOutcome:
     ran: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    verdict: RunVerdict | None = None
+
+
+def prepare_output_dir(path: str | Path) -> Path:
+    """Create ``eval.output_dir`` (relative to the current directory) and check it is a
+    writable directory. Raises PreflightError naming the resolved path and the problem."""
+    out = Path(path).expanduser().resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise PreflightError(f"eval.output_dir {out} exists and is not a directory; give a "
+                             "directory (it is created when missing)") from None
+    except OSError as exc:
+        raise PreflightError(f"eval.output_dir {out} cannot be created: "
+                             f"{exc.strerror or exc}") from None
+    try:
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".moria-write-check-"):
+            pass
+    except OSError as exc:
+        raise PreflightError(f"eval.output_dir {out} is not writable: "
+                             f"{exc.strerror or exc}") from None
+    return out
 
 
 async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                          show_progress: bool = True) -> RunOutcome:
     """Run (or resume) the whole evaluation described by ``spec``.
 
-    Raises PreflightError before any episode starts when the policy server rejects the agent
-    or client config (e.g. a missing API key).
+    Episodes are planned lazily (``RunSpec.episodes``): memory does not grow with the plan.
+    Raises PreflightError before any episode starts when the output directory is unusable,
+    a task is unknown to its env server, or the policy server rejects the agent or client
+    config (e.g. a missing API key); StackError when a local server exits mid-run.
     """
     console = console or Console(stderr=True)
-    out = Path(spec.eval.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_output_dir(spec.eval.output_dir)
     for stale in remove_stale_temp_files(out):  # left by a run killed mid-write
         log.info("removed %s, a temp file of an interrupted write", stale)
     run_id = _run_id(spec, out)
-    planned = spec.episodes()
     done = completed_keys(out)
-    todo = [p for p in planned if p not in done]
+    skipped = sum(1 for key in spec.episodes() if key in done)
+
+    def todo() -> Iterator[tuple[str, str, int]]:
+        return (key for key in spec.episodes() if key not in done)
+
     try:
-        check_demonstrations(spec, [(env, task, derive_seed(spec.eval.seed, env, task, index))
-                                    for env, task, index in planned])
+        check_demonstrations(spec, ((env, task, derive_seed(spec.eval.seed, env, task, index))
+                                    for env, task, index in spec.episodes()))
     except MissingDemonstrationsError as exc:
         raise PreflightError(str(exc)) from None
     try:
@@ -122,14 +153,15 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                 spec.endpoints.configure_clients()
             except SpecError as exc:
                 raise PreflightError(str(exc)) from None
-            return await _run_with(spec, out, run_id, todo, len(planned) - len(todo),
+            return await _run_with(spec, out, run_id, todo, skipped,
                                    _endpoint_targets(spec), console, show_progress)
         async with LocalStack(spec.envs.env_list, out / "logs",
                               env_capacity=max(64, spec.eval.num_workers * 2)) as stack:
             targets = ({env: [stack.env_target] for env in spec.envs.env_list},
                        [stack.policy_target])
-            return await _run_with(spec, out, run_id, todo, len(planned) - len(todo), targets,
-                                   console, show_progress, on_fault=stack.check_alive)
+            return await _run_with(spec, out, run_id, todo, skipped, targets,
+                                   console, show_progress, on_fault=stack.check_alive,
+                                   watchdog=stack.watch)
     finally:
         await close_channels()
 
@@ -174,51 +206,57 @@ class _Queued:
     errors: tuple[str, ...] = ()
 
 
-async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str, str, int]],
+async def _run_with(spec: RunSpec, out: Path, run_id: str,
+                    todo: Callable[[], Iterator[tuple[str, str, int]]],
                     skipped: int, targets: tuple[dict[str, list[str]], list[str]],
                     console: Console, show_progress: bool,
-                    on_fault: Callable[[], None] | None = None) -> RunOutcome:
-    """Run ``todo`` against the given replicas ({env: env server targets}, policy server
-    targets); each attempt of an episode takes the replicas with the most room
-    (``orchestrator.replicas``). ``on_fault`` is called after each infrastructure fault and may
-    raise to stop the whole run (a dead local server)."""
+                    on_fault: Callable[[], None] | None = None,
+                    watchdog: Callable[[], Awaitable[None]] | None = None) -> RunOutcome:
+    """Run the episodes ``todo()`` yields against the given replicas ({env: env server
+    targets}, policy server targets); each attempt of an episode takes the replicas with the
+    most room (``orchestrator.replicas``). ``on_fault`` is called after each infrastructure
+    fault and may raise to stop the whole run (a dead local server); ``watchdog``, when given,
+    runs beside the episodes and stops the whole run with its exception the moment it raises
+    (``LocalStack.watch``)."""
     servers = _Servers.of(targets)
     env_targets = {env: t[0] for env, t in targets[0].items()}
     policy_target = targets[1][0]
     try:
-        load_prices(spec.eval.prices)
+        prices = prices_for(spec.eval.prices)
     except PriceError as exc:
         raise PreflightError(str(exc)) from None
     versions = await _preflight(spec, targets[0], targets[1])
-    await _check_env_options(spec, run_id, todo, env_targets, policy_target)
+    await _check_env_options(spec, run_id, todo(), env_targets, policy_target)
     _write_run_metadata(out, run_id, spec, versions)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
+    total = spec.episode_count()
     with TelemetryWriter(out, run_id) as telemetry:
-        telemetry.event("run_started", planned=len(todo) + skipped, skipped=skipped,
+        telemetry.event("run_started", planned=total, skipped=skipped,
                         run_seed=spec.eval.seed)
-        queue: asyncio.Queue[_Queued] = asyncio.Queue()
-        for env, task, index in todo:
-            queue.put_nowait(_Queued(EpisodePlan(
-                run_id=run_id, env=env, task=task, episode_index=index,
-                seed=derive_seed(spec.eval.seed, env, task, index),
-                env_target="", policy_target="", versions=versions)))
+        pending = (_Queued(EpisodePlan(
+            run_id=run_id, env=env, task=task, episode_index=index,
+            seed=derive_seed(spec.eval.seed, env, task, index),
+            env_target="", policy_target="", versions=versions)) for env, task, index in todo())
+        retries: asyncio.Queue[_Queued] = asyncio.Queue()
         model_slots = asyncio.Semaphore(spec.eval.max_concurrent_model_calls)
 
         def on_step(plan: EpisodePlan, step: StepRecord) -> None:
             telemetry.write_step(step, env=plan.env, task=plan.task,
                                  episode_index=plan.episode_index)
 
+        def next_episode() -> _Queued | None:
+            try:
+                return retries.get_nowait()  # re-queued episodes first
+            except asyncio.QueueEmpty:
+                return next(pending, None)
+
         with _progress(console, show_progress) as progress:
-            bar = progress.add_task("episodes", total=len(todo))
+            bar = progress.add_task("episodes", total=total - skipped)
 
             async def worker() -> None:
-                while True:
-                    try:
-                        queued = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        return
+                while (queued := next_episode()) is not None:
                     record = await _attempt(queued, servers, spec, model_slots, on_step,
-                                            telemetry, queue, outcome, on_fault)
+                                            telemetry, retries, outcome, on_fault)
                     if record is None:
                         continue  # re-queued
                     await asyncio.to_thread(write_episode, out, record)  # fsyncs: off the loop
@@ -227,23 +265,46 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str, todo: list[tuple[str,
                     progress.advance(bar)
                     progress.update(bar, description=_describe(record))
 
-            workers = [asyncio.create_task(worker()) for _ in range(spec.eval.num_workers)]
-            try:
-                await asyncio.gather(*workers)
-            except BaseException:
-                for running in workers:  # one failure (or Ctrl-C) stops every worker
-                    running.cancel()
-                await asyncio.gather(*workers, return_exceptions=True)
-                raise
-        outcome.summary = summarize(out, envs=spec.envs.env_list,
-                                    prices=load_prices(spec.eval.prices),
+            await _run_workers([worker() for _ in range(spec.eval.num_workers)], watchdog)
+        outcome.summary = summarize(out, envs=spec.envs.env_list, prices=prices,
+                                    planned=spec.episodes(),
                                     extra={"run_id": run_id, "run_seed": spec.eval.seed,
                                            "versions": versions,
                                            "env_kwargs": {env: spec.envs.kwargs_for(env)
                                                           for env in spec.envs.env_list}})
+        outcome.verdict = verdict_from_summary(outcome.summary)
         telemetry.event("run_finished", ran=outcome.ran, skipped=skipped,
-                        average_progress=outcome.summary.get("average_progress"))
+                        average_progress=outcome.summary.get("average_progress"),
+                        outcome=outcome.summary.get("outcome"))
     return outcome
+
+
+async def _run_workers(workers: list[Coroutine[Any, Any, None]],
+                       watchdog: Callable[[], Awaitable[None]] | None) -> None:
+    """Run the episode workers to the end. One failure (or Ctrl-C) stops every worker; a
+    ``watchdog`` that raises stops them all with its exception; it is cancelled once the
+    workers are done."""
+    tasks = [asyncio.create_task(w) for w in workers]
+    guard = asyncio.ensure_future(watchdog()) if watchdog is not None else None
+    try:
+        if guard is None:
+            await asyncio.gather(*tasks)
+            return
+        everything: asyncio.Future[Any] = asyncio.gather(*tasks)
+        waiting: list[asyncio.Future[Any]] = [everything, guard]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if guard.done():
+            guard.result()  # raises the watchdog's exception
+        await everything
+    except BaseException:
+        for running in tasks:
+            running.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        if guard is not None:
+            guard.cancel()
+            await asyncio.gather(guard, return_exceptions=True)
 
 
 async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
@@ -335,10 +396,27 @@ async def _preflight(spec: RunSpec, env_targets: dict[str, list[str]],
                 raise PreflightError(f"env server {target} does not host {env!r} "
                                      f"(hosts: {', '.join(env_info.families)})")
         versions.update({f"env.{k}": v for k, v in env_info.version.components.items()})
+        await _check_tasks(spec, env, targets[0])
     return versions
 
 
-async def _check_env_options(spec: RunSpec, run_id: str, todo: list[tuple[str, str, int]],
+async def _check_tasks(spec: RunSpec, env: str, target: str) -> None:
+    """Every task the spec lists for ``env`` is one the env server at ``target`` offers
+    (``ListTasks``). Raises PreflightError naming the unknown tasks (at most 20 quoted, then a
+    count) and the allowed ones, before any episode or folder exists."""
+    tasks = spec.tasks.for_env(env)
+    if not tasks:
+        return
+    offered = {t.task for t in await EnvClient(target).list_tasks(env)}
+    unknown = [task for task in tasks if task not in offered]
+    if unknown:
+        raise PreflightError(
+            f"{len(unknown)} unknown task(s) in tasks.{env}_tasks: {quote_names(unknown)}; "
+            f"the env server offers {len(offered)}: {quote_names(sorted(offered))} "
+            f"(`moria tasks --env {env}` lists them)")
+
+
+async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[str, str, int]],
                              env_targets: dict[str, str], policy_target: str) -> None:
     """Open (and close) the first planned game of each env with the run's options, so a bad
     option (an unknown ``<env>_kwargs`` key, ``agent.type=oracle`` on an env without an
@@ -350,6 +428,8 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: list[tuple[str, s
     first: dict[str, tuple[str, int]] = {}
     for env, task, index in todo:
         first.setdefault(env, (task, index))
+        if len(first) == len(spec.envs.env_list):
+            break
     for env, (task, index) in first.items():
         plan = EpisodePlan(run_id=run_id, env=env, task=task, episode_index=index,
                            seed=derive_seed(spec.eval.seed, env, task, index),

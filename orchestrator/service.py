@@ -65,12 +65,12 @@ from typing import Any, Final
 import grpc
 from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from pydantic import ValidationError
 from rich.console import Console
 
 from moria.common.v1 import types_pb2
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
+from moria.quoting import quote
 from moria.server import Drain
 from orchestrator.records import SCORED_END_REASONS
 from orchestrator.results import atomic_write_text, completed_keys
@@ -83,7 +83,7 @@ from orchestrator.run_events import (
     read_telemetry,
     to_struct,
 )
-from orchestrator.spec import RunSpec, describe_errors
+from orchestrator.spec import RunSpec, SpecError, validate_spec
 from orchestrator.telemetry import dumps, scrub
 
 log = logging.getLogger("moria.orchestrator.service")
@@ -92,6 +92,11 @@ log = logging.getLogger("moria.orchestrator.service")
 RUN_ID_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RUNS_DIR: Final[str] = "runs"
 RECORD_FILE: Final[str] = "service.json"
+#: The largest run spec SubmitRun takes (serialized bytes); a real one is a few KiB.
+MAX_SPEC_BYTES: Final[int] = 256 * 1024
+#: A price table named by a remote run: a plain YAML file name inside --prices-dir.
+PRICE_FILE_PATTERN: Final[re.Pattern[str]] = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.ya?ml$")
 EVENTS_FILE: Final[str] = "service_events.jsonl"
 
 QUEUED: Final[str] = "queued"
@@ -237,17 +242,21 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     it drains). ``max_concurrent_runs`` (>= 1): runs executing at once, the rest queue FIFO.
     ``poll_interval_s``: how often a running run's telemetry files are tailed.
     ``registry``: Prometheus registry for the ``moria_orchestrator_*`` metrics (None: a new
-    one, at ``self.registry``). Call ``await start()`` before serving (loads the runs and
-    resumes unfinished ones) and ``await aclose()`` after (interrupts running runs; they resume
-    at the next start). Raises ValueError for ``max_concurrent_runs`` < 1.
+    one, at ``self.registry``). ``prices_dir``: the folder whose YAML files a submitted
+    ``eval.prices`` may name (None: only inline price tables are taken). Call
+    ``await start()`` before serving (loads the runs and resumes unfinished ones) and
+    ``await aclose()`` after (interrupts running runs; they resume at the next start).
+    Raises ValueError for ``max_concurrent_runs`` < 1.
     """
 
     def __init__(self, state_dir: str | Path, *, drain: Drain | None = None,
                  max_concurrent_runs: int = 1, poll_interval_s: float = 0.2,
-                 registry: CollectorRegistry | None = None):
+                 registry: CollectorRegistry | None = None,
+                 prices_dir: str | Path | None = None):
         if max_concurrent_runs < 1:
             raise ValueError(f"max_concurrent_runs must be >= 1 (got {max_concurrent_runs})")
         self.state_dir = Path(state_dir).resolve()
+        self.prices_dir = Path(prices_dir).resolve() if prices_dir is not None else None
         self.drain = drain or Drain()
         self.max_concurrent_runs = max_concurrent_runs
         self.poll_interval_s = poll_interval_s
@@ -352,8 +361,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
 
     async def _execute_inner(self, entry: RunEntry) -> None:
         spec = entry.run_spec()
-        planned = spec.episodes()
-        entry.episodes_total = len(planned)
+        entry.episodes_total = spec.episode_count()
         entry.done_keys = await self._completed(entry)
         entry.handle = _ThreadRun()
         entry.interrupted = False
@@ -385,10 +393,13 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             entry.summary = scrub(dict(outcome.summary))
             figures = {"average_progress": entry.summary.get("average_progress"),
                        "standard_error": entry.summary.get("standard_error"),
-                       "ran": outcome.ran, "skipped": outcome.skipped, **counts}
-            if outcome.errors:
-                error = (f"{len(outcome.errors)} episode(s) failed (resubmit the same spec and "
-                         f"run id to retry them); first: {outcome.errors[0]}")
+                       "ran": outcome.ran, "skipped": outcome.skipped,
+                       "outcome": entry.summary.get("outcome"), **counts}
+            verdict = outcome.verdict
+            if verdict is None or not verdict.succeeded:
+                described = verdict.describe() if verdict else "the run recorded no verdict"
+                error = (f"{described}\nresubmit the same spec and run id to play the failed "
+                         "episodes again")
                 self._finish(entry, FAILED, error=error, **figures)
             else:
                 self._finish(entry, SUCCEEDED, **figures)
@@ -396,8 +407,9 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     async def _completed(self, entry: RunEntry) -> set[tuple[str, str, int]]:
         if not entry.directory.is_dir():
             return set()
-        planned = set(RunSpec.model_validate(entry.spec).episodes())
-        return await asyncio.to_thread(lambda: completed_keys(entry.directory) & planned)
+        spec = RunSpec.model_validate(entry.spec)
+        return await asyncio.to_thread(
+            lambda: {key for key in completed_keys(entry.directory) if spec.plans(key)})
 
     async def _follow_telemetry(self, entry: RunEntry) -> None:
         while True:
@@ -478,33 +490,63 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                                   "the orchestrator is shutting down; retry shortly")
 
     def _validate(self, request: pb.SubmitRunRequest) -> tuple[str, RunSpec]:
-        data = integral_numbers(json_format.MessageToDict(request.spec))
-        data.pop("hydra", None)
-        try:
-            spec = RunSpec.model_validate(data)
-        except ValidationError as exc:
+        """The run id and validated spec of a submission; CPU-bound (run it off the loop).
+
+        Raises RunServiceError INVALID_ARGUMENT for a spec over ``MAX_SPEC_BYTES``, over the
+        spec bounds (``orchestrator.spec.check_spec_size``, ``MAX_EPISODES``), invalid, with a
+        bad run id, or with an ``eval.prices`` file outside ``--prices-dir``. Every message
+        quotes the request bounded (``moria.quoting``)."""
+        size = request.spec.ByteSize()
+        if size > MAX_SPEC_BYTES:
             raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
-                                  describe_errors(exc)) from None
+                                  f"the run spec is {size:,} bytes; at most {MAX_SPEC_BYTES:,} "
+                                  "are accepted (a real spec has a few KiB)")
+        data = integral_numbers(json_format.MessageToDict(request.spec))
+        if isinstance(data, dict):
+            data.pop("hydra", None)
+        try:
+            spec = validate_spec(data)
+        except SpecError as exc:
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         run_id = request.run_id or spec.eval.run_id or ""
         if request.run_id and spec.eval.run_id and request.run_id != spec.eval.run_id:
             raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
-                                  f"run_id {request.run_id!r} differs from the spec's "
-                                  f"eval.run_id {spec.eval.run_id!r}; give one of them")
+                                  f"run_id {quote(request.run_id, 80)} differs from the spec's "
+                                  f"eval.run_id {quote(spec.eval.run_id, 80)}; give one of them")
         if not run_id:
             run_id = time.strftime("run-%Y%m%dT%H%M%SZ-", time.gmtime()) + uuid.uuid4().hex[:6]
         if not RUN_ID_PATTERN.match(run_id):
             raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
-                                  f"bad run id {run_id!r}: use 1 to 64 letters, digits, '.', '_' "
-                                  "or '-', starting with a letter or digit")
+                                  f"bad run id {quote(run_id, 80)}: use 1 to 64 letters, "
+                                  "digits, '.', '_' or '-', starting with a letter or digit")
         spec.eval.run_id = run_id
         spec.eval.output_dir = str(self.runs_dir / run_id)
+        if isinstance(spec.eval.prices, str):
+            spec.eval.prices = self._price_file(spec.eval.prices)
         return run_id, spec
+
+    def _price_file(self, name: str) -> str:
+        """The path of the price table ``name`` under ``--prices-dir``: a remote run may not
+        name server files. Decided from the name alone, before any file is touched, so the
+        answer never tells whether a path exists. Raises RunServiceError INVALID_ARGUMENT."""
+        allowed = ("give the table inline (eval.prices: {as_of, currency, models: {name: "
+                   "{input, output, cached_input}}})")
+        if self.prices_dir is None:
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"eval.prices names a file, but this service takes no price "
+                                  f"files (it runs without --prices-dir); {allowed}")
+        if not PRICE_FILE_PATTERN.match(name):
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"eval.prices {quote(name, 80)} is not a file name: name a "
+                                  "YAML file in the service's --prices-dir (letters, digits, "
+                                  f"'.', '_', '-'; ending .yaml or .yml), or {allowed}")
+        return str(self.prices_dir / name)
 
     async def _run_message(self, entry: RunEntry, *, with_spec: bool = True) -> pb.Run:
         if entry.done_keys is None:
             entry.done_keys = await self._completed(entry)
         if not entry.episodes_total:
-            entry.episodes_total = len(RunSpec.model_validate(entry.spec).episodes())
+            entry.episodes_total = RunSpec.model_validate(entry.spec).episode_count()
         run = pb.Run(run_id=entry.run_id, state=PROTO_STATE[entry.state],  # type: ignore[arg-type]
                      episodes_total=entry.episodes_total, episodes_done=len(entry.done_keys),
                      summary=to_struct(entry.summary), error=entry.error,
@@ -532,7 +574,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         """Validate and queue a run (see the module docstring for resubmission)."""
         try:
             self._refuse_if_closing()
-            run_id, spec = self._validate(request)
+            run_id, spec = await asyncio.to_thread(self._validate, request)
             normal = normalised_spec(spec)
             existing = self.runs.get(run_id)
             if existing is not None:
@@ -557,7 +599,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             entry = RunEntry(run_id=run_id, directory=self.runs_dir / run_id, spec=normal,
                              state=QUEUED, created_at=now, updated_at=now,
                              events=EventLog(self.runs_dir / run_id / EVENTS_FILE),
-                             episodes_total=len(spec.episodes()))
+                             episodes_total=spec.episode_count())
             entry.directory.mkdir(parents=True, exist_ok=False)
             self.runs[run_id] = entry
             self._set_state(entry, QUEUED)
@@ -671,6 +713,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "directory)")
     parser.add_argument("--max-concurrent-runs", type=int, default=1,
                         help="runs executing at once; others queue (default 1)")
+    parser.add_argument("--prices-dir", default=None,
+                        help="folder of price tables a submitted eval.prices may name by file "
+                             "name (default: none; submitted runs give their table inline)")
     add_server_arguments(parser, default_address="0.0.0.0:50070")
     return parser
 
@@ -685,7 +730,8 @@ async def serve(args: argparse.Namespace) -> None:
     options = server_options_from_args(args)
     drain = Drain()
     servicer = OrchestratorServicer(args.state_dir, drain=drain,
-                                    max_concurrent_runs=args.max_concurrent_runs)
+                                    max_concurrent_runs=args.max_concurrent_runs,
+                                    prices_dir=args.prices_dir)
     await servicer.start()
     serve_metrics_if_asked(args.metrics_address, servicer.registry)
     server = MoriaServer(

@@ -15,19 +15,43 @@ from __future__ import annotations
 
 import types
 import typing
+from collections import Counter
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from moria.config import AgentConfig, ClientConfig
+from moria.quoting import quote, quote_names
 from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
 from orchestrator import balrog, mosaic
 
 #: Env families the orchestrator knows how to evaluate, with their episodes per task (BALROG's
 #: for its six envs).
 DEFAULT_NUM_EPISODES: dict[str, int] = {**balrog.EPISODES_PER_TASK, **mosaic.EPISODES_PER_TASK}
+
+#: The most episodes one run may plan (all envs together). A larger spec is refused before
+#: anything is planned; split it into several runs.
+MAX_EPISODES: Final[int] = 1_000_000
+#: The most values (mapping entries, list items and scalars, counted over every level) and the
+#: deepest nesting a run spec may have before it is validated: the largest real spec has a few
+#: hundred values, and a bound keeps one request from costing the validator seconds.
+MAX_SPEC_VALUES: Final[int] = 20_000
+MAX_SPEC_DEPTH: Final[int] = 32
+#: How many validation problems one error message lists (the rest are counted), and about how
+#: many characters the listed ones may take together.
+MAX_LISTED_ERRORS: Final[int] = 20
+MAX_ERROR_MESSAGE_CHARS: Final[int] = 2000
 
 
 class SpecError(ValueError):
@@ -75,10 +99,13 @@ class EvalConfig(_Strict):
         default=False,
         description="save the exact prompt sent at every step next to the episode file "
                     "(<task>_run_<NN>.prompts.jsonl) so a result can be audited")
-    prices: str | None = Field(
+    prices: str | dict[str, Any] | None = Field(
         default=None,
-        description="price table YAML for the cost estimate (default: the one shipped in "
-                    "orchestrator/prices.yaml)")
+        description="price table for the cost estimate: a YAML file path, or the table "
+                    "inline ({as_of, currency, models: {name: {input, output, cached_input}}}); "
+                    "default: the one shipped in orchestrator/prices.yaml. A run submitted to "
+                    "the orchestrator service takes an inline table or a file name under the "
+                    "service's --prices-dir")
     num_samples: int | None = Field(
         default=None, ge=1,
         description="cap on episodes per env for development runs (the MOSAIC harness's "
@@ -87,9 +114,9 @@ class EvalConfig(_Strict):
     @field_validator("num_episodes")
     @classmethod
     def _known_envs(cls, value: dict[str, int]) -> dict[str, int]:
-        unknown = sorted(set(value) - set(DEFAULT_NUM_EPISODES))
+        unknown = [name for name in value if name not in DEFAULT_NUM_EPISODES]
         if unknown:
-            raise ValueError(f"unknown env {unknown[0]!r}; allowed: "
+            raise ValueError(f"unknown env {quote_names(unknown, 1)}; allowed: "
                              + ", ".join(sorted(DEFAULT_NUM_EPISODES)))
         if any(n < 0 for n in value.values()):
             raise ValueError("episode counts must be >= 0")
@@ -126,7 +153,7 @@ class EnvsConfig(_Strict):
             raise ValueError("no env given; allowed: " + ", ".join(sorted(DEFAULT_NUM_EPISODES)))
         unknown = [n for n in names if n not in DEFAULT_NUM_EPISODES]
         if unknown:
-            raise ValueError(f"unknown env {unknown[0]!r}; allowed: "
+            raise ValueError(f"unknown env {quote_names(unknown, 1)}; allowed: "
                              + ", ".join(sorted(DEFAULT_NUM_EPISODES))
                              + " (join several with '-')")
         return value
@@ -152,6 +179,17 @@ class TasksConfig(_Strict):
     nle_tasks: list[str] = Field(default_factory=lambda: list(balrog.NLE_TASKS))
     multigrid_tasks: list[str] = Field(default_factory=lambda: list(mosaic.MULTIGRID_TASKS))
     pettingzoo_tasks: list[str] = Field(default_factory=lambda: list(mosaic.PETTINGZOO_TASKS))
+
+    @field_validator("*")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        counts = Counter(value)
+        repeated = [task for task, n in counts.items() if n > 1]
+        if repeated:
+            raise ValueError(f"tasks listed more than once: {quote_names(repeated)}"
+                             "; list each task once (eval.num_episodes sets the episodes per "
+                             "task)")
+        return value
 
     def for_env(self, env: str) -> list[str]:
         """The tasks of ``env``."""
@@ -258,27 +296,65 @@ class RunSpec(_Strict):
                 pairs.append(pair)
         return pairs
 
-    def episodes(self) -> list[tuple[str, str, int]]:
-        """Every planned episode as (env, task, episode_index), in a stable order.
+    def episodes(self) -> Iterator[tuple[str, str, int]]:
+        """Every planned episode as (env, task, episode_index), in a stable order, lazily.
 
         With ``eval.num_samples`` = N, each env keeps its first N episodes taken round-robin
         over its tasks (index 0 of every task, then index 1, ...). An episode keeps its
         (env, task, index) key, hence its seed, so a capped run is a subset of the full run and
-        resuming into the same directory completes it.
+        resuming into the same directory completes it. Nothing is materialised beyond one
+        env's ``num_samples`` cap, so a plan of ``MAX_EPISODES`` costs no memory.
         """
-        out: list[tuple[str, str, int]] = []
         cap = self.eval.num_samples
         for env in self.envs.env_list:
             count = self.eval.num_episodes.get(env, DEFAULT_NUM_EPISODES[env])
             tasks = self.tasks.for_env(env)
             if cap is None:
                 for task in tasks:
-                    out.extend((env, task, i) for i in range(count))
+                    for index in range(count):
+                        yield env, task, index
                 continue
-            chosen = [(env, task, i) for i in range(count) for task in tasks][:cap]
+            round_robin = ((env, task, i) for i in range(count) for task in tasks)
+            chosen = list(islice(round_robin, cap))
             order = {task: n for n, task in enumerate(tasks)}
-            out.extend(sorted(chosen, key=lambda p: (order[p[1]], p[2])))
-        return out
+            yield from sorted(chosen, key=lambda p: (order[p[1]], p[2]))
+
+    def plans(self, key: tuple[str, str, int]) -> bool:
+        """Whether ``episodes`` yields ``key`` = (env, task, episode_index), decided without
+        planning the run (constant memory)."""
+        env, task, index = key
+        if env not in self.envs.env_list:
+            return False
+        count = self.eval.num_episodes.get(env, DEFAULT_NUM_EPISODES[env])
+        tasks = self.tasks.for_env(env)
+        if task not in tasks or not 0 <= index < count:
+            return False
+        cap = self.eval.num_samples
+        return cap is None or index * len(tasks) + tasks.index(task) < cap
+
+    def episode_count(self) -> int:
+        """How many episodes ``episodes`` yields, computed without planning them."""
+        total = 0
+        for env in self.envs.env_list:
+            count = self.eval.num_episodes.get(env, DEFAULT_NUM_EPISODES[env])
+            planned = count * len(self.tasks.for_env(env))
+            total += planned if self.eval.num_samples is None else min(planned,
+                                                                        self.eval.num_samples)
+        return total
+
+    @model_validator(mode="after")
+    def _bounded_plan(self) -> RunSpec:
+        total = self.episode_count()
+        if total == 0:
+            raise ValueError(
+                "the run plans no episode: every env of envs.names has eval.num_episodes 0 or "
+                "no tasks; give at least one episode")
+        if total > MAX_EPISODES:
+            raise ValueError(
+                f"the run plans {total:,} episodes; at most {MAX_EPISODES:,} per run are "
+                "allowed: lower eval.num_episodes.<env>, list fewer tasks, set "
+                "eval.num_samples, or split the work into several runs")
+        return self
 
 
 def load_spec(path: str | Path | None = None, overrides: list[str] | None = None) -> RunSpec:
@@ -297,7 +373,15 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
         p = Path(path)
         if not p.is_file():
             raise SpecError(f"config file not found: {p}")
-        loaded = yaml.safe_load(p.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise SpecError(f"{p}: not valid YAML/JSON{at}: {problem}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{p}: cannot read the config file: {exc}") from None
         if not isinstance(loaded, dict):
             raise SpecError(f"{p}: the top level must be a mapping of sections "
                             "(agent, client, eval, envs, tasks, endpoints, players)")
@@ -309,29 +393,96 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
                 raise SpecError(f"{p}: {exc}") from None
     data.pop("hydra", None)  # BALROG configs carry a hydra section; it has no meaning here
     data = apply_overrides(data, overrides or [])
-    try:
-        return RunSpec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(describe_errors(exc)) from None
+    return validate_spec(data)
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel] | None = None,
                     title: str = "run spec") -> str:
     """One line per problem of a validation of ``root`` (default RunSpec): the dotted key and
-    what was wrong, with the keys allowed where an unknown key was given, e.g.
-    ``unknown key 'eval.sed'; allowed keys here: ...``; headed ``invalid <title>:``."""
-    lines = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    what was wrong, with the keys allowed where unknown keys were given, e.g.
+    ``unknown key 'eval.sed'; allowed keys here: ...``; headed ``invalid <title>:``.
+
+    Bounded whatever the input (at most about ``MAX_ERROR_MESSAGE_CHARS``): unknown keys are
+    grouped per section (the first 20 quoted, then a count), at most ``MAX_LISTED_ERRORS``
+    lines are listed (then how many more), and every key and value quoted from the input is
+    cut (``moria.quoting``).
+    """
+    errors = exc.errors(include_url=False, include_context=False)
+    unknown: dict[tuple[Any, ...], list[str]] = {}
+    others: list[str] = []  # one problem each
+    unlisted = 0
+    for err in errors:
+        loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            section = _model_at(root or RunSpec, err["loc"][:-1])
-            allowed = ", ".join(sorted(section.model_fields)) if section else "?"
-            lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
-        elif err["type"] == "missing":
-            lines.append(f"missing key '{key}'")
+            unknown.setdefault(loc[:-1], []).append(".".join(str(p) for p in loc))
+        elif len(others) >= MAX_LISTED_ERRORS:
+            unlisted += 1
         else:
-            lines.append(f"bad value for '{key}': {err['msg']} (got {err.get('input')!r})")
-    return f"invalid {title}:\n  " + "\n  ".join(lines)
+            others.append(_describe_error(err))
+    entries: list[tuple[str, int]] = []  # (line, problems it stands for)
+    for section_loc, keys in unknown.items():
+        section = _model_at(root or RunSpec, section_loc)
+        allowed = ", ".join(sorted(section.model_fields)) if section else "?"
+        noun = "key" if len(keys) == 1 else f"{len(keys)} keys"
+        entries.append((f"unknown {noun} {quote_names(keys, 20, 80)}; allowed keys here: "
+                        f"{allowed}", len(keys)))
+    entries.extend((line, 1) for line in others)
+    listed: list[str] = []
+    size = 0
+    for line, count in entries:
+        if listed and size + len(line) > MAX_ERROR_MESSAGE_CHARS:
+            unlisted += count
+            continue
+        listed.append(line)
+        size += len(line)
+    if unlisted:
+        listed.append(f"... and {unlisted} more problem(s)")
+    return f"invalid {title}:\n  " + "\n  ".join(listed)
+
+
+def _describe_error(err: Any) -> str:
+    """One line for a pydantic error that is not an unknown key (input quoted bounded)."""
+    key = ".".join(str(p) for p in err["loc"])
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if not key:  # a check of the whole spec: its message says what is wrong
+        return quote(message, 500)[1:-1]
+    if err["type"] == "missing":
+        return f"missing key {quote(key, 200)}"
+    return (f"bad value for {quote(key, 200)}: {quote(message, 300)[1:-1]} "
+            f"(got {quote(repr(err.get('input')), 100)[1:-1]})")
+
+
+def check_spec_size(data: Any, *, max_values: int = MAX_SPEC_VALUES,
+                    max_depth: int = MAX_SPEC_DEPTH) -> None:
+    """Raise SpecError when ``data`` (a spec as parsed JSON/YAML: dicts, lists, scalars) holds
+    more than ``max_values`` values or nests deeper than ``max_depth``; checked before
+    validation so a hostile spec costs at most ``max_values`` steps. Strings are not measured
+    here (the gRPC message size bounds them; messages quote them cut)."""
+    seen = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > max_values:
+            raise SpecError(f"the run spec holds more than {max_values:,} values; a real spec "
+                            "has a few hundred: check for a runaway list or mapping")
+        if depth > max_depth:
+            raise SpecError(f"the run spec nests deeper than {max_depth} levels")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+            seen += len(value)  # the keys
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def validate_spec(data: Any) -> RunSpec:
+    """``check_spec_size`` then ``RunSpec.model_validate``; raises SpecError (bounded message,
+    ``describe_errors``)."""
+    check_spec_size(data)
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(describe_errors(exc)) from None
 
 
 def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:

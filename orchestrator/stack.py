@@ -127,6 +127,15 @@ class LocalStack:
                 raise StackError(f"{child.name} exited with code {child.process.returncode}; "
                                  f"its log ends with:\n{child.log_tail()}")
 
+    async def watch(self, every_s: float = 0.25) -> None:
+        """Return never while every child runs; raise StackError (``check_alive``) as soon as
+        one exits, whatever its exit code: a server that drained and exited 0 can serve no
+        more episodes either. Polls every ``every_s`` seconds; run it beside the episodes and
+        cancel it when they are done."""
+        while True:
+            self.check_alive()
+            await asyncio.sleep(every_s)
+
     def stop(self) -> None:
         """Terminate every child (SIGTERM, then SIGKILL after the grace period)."""
         for child in self.children:

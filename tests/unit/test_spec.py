@@ -19,7 +19,7 @@ def test_defaults_follow_balrog() -> None:
     assert spec.client.max_retries == 5 and spec.client.generate_kwargs.temperature == 1.0
     assert spec.eval.num_episodes["babyai"] == 10 and spec.eval.feedback_on_invalid_action
     assert spec.tasks.babyai_tasks == BABYAI_TASKS
-    assert len(spec.episodes()) == 50
+    assert len(list(spec.episodes())) == 50
 
 
 def test_overrides_use_hydra_syntax() -> None:
@@ -29,7 +29,7 @@ def test_overrides_use_hydra_syntax() -> None:
         "envs.names=babyai", "client.base_url=http://127.0.0.1:9/v1", "+eval.seed=7"])
     assert spec.agent.type == "cot" and spec.agent.max_text_history == 4
     assert spec.client.generate_kwargs.temperature == 0.2
-    assert spec.episodes() == [("babyai", "BabyAI-MixedTrainLocal-v0/goto", 0),
+    assert list(spec.episodes()) == [("babyai", "BabyAI-MixedTrainLocal-v0/goto", 0),
                                ("babyai", "BabyAI-MixedTrainLocal-v0/goto", 1)]
     assert spec.client.base_url == "http://127.0.0.1:9/v1" and spec.eval.seed == 7
 
@@ -82,7 +82,7 @@ def test_episode_seeds_are_derived_and_stable() -> None:
 
 def test_full_balrog_suite_is_255_episodes_with_balrog_counts() -> None:
     spec = load_spec(None, ["envs.names=babyai-babaisai-textworld-crafter-nle-minihack"])
-    plan = spec.episodes()
+    plan = list(spec.episodes())
     assert len(plan) == 255
     per_env = {env: sum(1 for e, _, _ in plan if e == env) for env in spec.envs.env_list}
     assert per_env == {"babyai": 50, "babaisai": 120, "textworld": 30, "crafter": 10,
@@ -92,8 +92,9 @@ def test_full_balrog_suite_is_255_episodes_with_balrog_counts() -> None:
 
 
 def test_num_samples_caps_each_env_round_robin_over_tasks() -> None:
-    full = load_spec(None, ["envs.names=babyai-textworld"]).episodes()
-    capped = load_spec(None, ["envs.names=babyai-textworld", "eval.num_samples=7"]).episodes()
+    full = list(load_spec(None, ["envs.names=babyai-textworld"]).episodes())
+    capped = list(load_spec(None, ["envs.names=babyai-textworld",
+                                   "eval.num_samples=7"]).episodes())
     babyai = [p for p in capped if p[0] == "babyai"]
     textworld = [p for p in capped if p[0] == "textworld"]
     assert len(babyai) == 7 and len(textworld) == 7

@@ -29,7 +29,7 @@ def test_every_key_maps_onto_the_run_spec(tmp_path: Path) -> None:
     assert spec.eval.num_episodes["minihack"] == 3
     assert (spec.eval.max_steps_per_episode, spec.eval.num_workers) == (50, 2)
     assert spec.agent.max_text_history == 8
-    assert spec.episodes() == [("minihack", "MiniHack-River-v0", i) for i in range(3)]
+    assert list(spec.episodes()) == [("minihack", "MiniHack-River-v0", i) for i in range(3)]
 
 
 @pytest.mark.parametrize(("environment", "env"), [
