@@ -15,8 +15,11 @@
     moria eval --remote ADDR [KEY=VALUE ...]          submit the run to an orchestrator service
                                                       and follow it
 
-Exit codes: 0 success; 1 some episodes failed (env/agent errors, see the summary); 2 bad
-usage or configuration (the message names the key and the allowed values).
+Exit codes (``orchestrator.outcome``; docs/outcomes.md): 0 every planned episode was scored;
+1 some episode failed (agent_error, env_error, cancelled; the count and the first distinct
+errors are printed last and kept in summary.json) or a local server exited mid-run; 2 bad usage
+or configuration, found before any episode (one ``error:`` line names what was wrong and what
+is allowed); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -262,7 +265,9 @@ def _cmd_record_demos(args: argparse.Namespace) -> int:
 
 
 def _cmd_tournament(args: argparse.Namespace) -> int:
-    """Run (or resume) a round-robin tournament; print and write its tables."""
+    """Run (or resume) a round-robin tournament; print and write its tables. Exit 0 when
+    every game was scored, 1 when any failed (the count and the first distinct errors are
+    printed; failed games count for nobody), 2 for a bad spec or setup."""
     from orchestrator.prepare import PrepareError, build_items, items_for_spec
     from orchestrator.runner import PreflightError
     from orchestrator.stack import StackError
@@ -306,11 +311,14 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     _stdout_console().print(render_tables(result))
     console.print(f"played {result.ran} game(s) now; results in "
                   f"{spec.output_dir / 'tournament.json'} and tournament.md", highlight=False)
-    if result.unscored:
-        console.print(f"[yellow]{len(result.unscored)} game(s) did not end normally and count "
-                      "for nobody; rerun the same command to retry them[/yellow]")
-        return 1
-    return 0
+    if result.succeeded:
+        console.print(f"done: {result.verdict.headline()}", highlight=False)
+        return 0
+    # the verdict over every match's episode records: counts and the first distinct errors
+    console.print(result.describe_failures(), style="red", markup=False, highlight=False)
+    console.print(f"[yellow]{len(result.unscored)} game(s) did not end normally and count "
+                  "for nobody; rerun the same command to retry them[/yellow]")
+    return result.exit_code
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

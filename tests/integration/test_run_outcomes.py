@@ -126,3 +126,40 @@ async def test_plans_out_of_bounds_exit_2(tmp_path: Path, override: str, message
     code, _, err = await moria("eval", "envs.names=babyai", override, cwd=tmp_path,
                                timeout=60)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+async def test_a_local_server_that_exits_stops_the_run_at_once(tmp_path: Path,
+                                                               how: str) -> None:
+    """The local env server leaves mid-run, drained (exit code 0) or killed: the run stops
+    at once naming it and its exit status, instead of failing the remaining episodes one by
+    one."""
+    import signal
+
+    import psutil
+
+    process = await asyncio.create_subprocess_exec(
+        *MORIA, "eval", "agent.type=dummy", "envs.names=babyai",
+        "eval.num_episodes.babyai=200", "eval.num_workers=1", "eval.output_dir=out",
+        "--no-progress", cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        async def first_episode_written() -> None:
+            while not list((tmp_path / "out").rglob("*_run_*.json")):
+                assert process.returncode is None, "moria eval ended before its first episode"
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(first_episode_written(), 180)
+        children = psutil.Process(process.pid).children()
+        env = [c for c in children if "env_server" in " ".join(c.cmdline())]
+        assert len(env) == 1, [c.cmdline() for c in children]
+        env[0].send_signal(getattr(signal, how))
+        _, err = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    status = "code 0" if how == "SIGTERM" else "code -9"
+    assert process.returncode == 1, err.decode()[-2000:]
+    assert f"env_server exited with {status}" in err.decode()
+    assert len(list((tmp_path / "out").rglob("*_run_*.json"))) < 1000
