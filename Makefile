@@ -14,7 +14,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
 .PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
-  deploy-tools deploy-check
+  deploy-tools deploy-check test-dates
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,23 @@ test: install
 	$(PY) protos/generate.py --check
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -ra
+
+# The tests that play NetHack/MiniHack, run under libfaketime (Debian's faketime package) at
+# dates on which NetHack changes the game: a full moon, a new moon (phase_of_the_moon() 4 and 0)
+# and a Friday 13th. The games must not depend on the date (fix_moon_phase), so all must pass.
+NETHACK_TESTS := tests/unit/test_nethack_text.py tests/unit/test_nethack_text_language.py \
+  tests/unit/test_nethack_text_message.py tests/unit/test_nethack_text_progress.py \
+  tests/unit/test_nle_family.py tests/unit/test_minihack_family.py tests/unit/test_boxoban_env.py
+NETHACK_DATES := "2026-11-24 14:00:00" "2026-12-09 12:00:00" "2026-11-13 12:00:00"
+
+test-dates: install
+	@command -v faketime >/dev/null || { echo "test-dates needs faketime (apt-get install faketime)"; exit 1; }
+	@for date in $(NETHACK_DATES); do \
+	  seen="$$(faketime "$$date" $(PY) -c 'import time; print(time.strftime("%Y-%m-%d"))')"; \
+	  if [ "$$seen" != "$${date%% *}" ]; then echo "faketime did not set the date $$date (got $$seen)"; exit 1; fi; \
+	  echo ">> NetHack/MiniHack tests on $$date"; \
+	  faketime "$$date" $(VENV)/bin/pytest -q -ra $(NETHACK_TESTS) || exit 1; \
+	done
 
 # Static checks of deploy/ (hadolint, kustomize + strict schemas, compose, checkov; no container
 # engine needed). The tools (the "deploy" extra) get their own venv: checkov pins versions of

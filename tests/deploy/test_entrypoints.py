@@ -10,8 +10,10 @@ differently is mapped:
 - ``/opt/moria/data`` (baked-in game data) -> an empty folder without write permission;
 - ``/opt/moria/bin/grpc_health_probe.py`` -> ``deploy/docker/grpc_health_probe.py``;
 - the working directory ``/opt/moria`` -> a folder without write permission;
-- ``--address 0.0.0.0:PORT`` -> ``127.0.0.1:<free port>``;
-- ``--metrics-address 0.0.0.0:9100`` -> ``127.0.0.1:<another free port>``.
+- ``--address 0.0.0.0:PORT`` -> ``127.0.0.1:0``, the bound port read from the server's
+  ``READY 127.0.0.1:<port>`` line;
+- ``--metrics-address 0.0.0.0:9100`` -> ``127.0.0.1:0``, the bound port read from its
+  ``METRICS 127.0.0.1:<port>`` line.
 
 Any other ``/opt/moria`` path in ENV fails the test (an unmapped path would mean the image
 depends on something this test does not model). Each server must answer the image's own
@@ -24,11 +26,9 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +38,7 @@ import pytest
 
 from tests.deploy import dockerfiles
 from tests.deploy.dockerfiles import REPO, Dockerfile
+from tests.support.waiting import wait_until
 
 #: every image: the env families, the agent server and the orchestrator service
 SERVER_IMAGES = (*dockerfiles.ENV_IMAGES, "agent", "orchestrator")
@@ -49,12 +50,6 @@ METRICS_PORT = 9100
 #: a series each kind of server always exposes (its HELP/TYPE lines appear before any sample)
 METRIC_OF = {**{image: "moria_active_sessions" for image in dockerfiles.ENV_IMAGES},
              "agent": "moria_active_streams", "orchestrator": "moria_orchestrator_runs"}
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _map_path(value: str, mapping: dict[str, str]) -> str:
@@ -71,18 +66,19 @@ def _readonly_dir(path: Path) -> Path:
 
 @dataclass
 class Server:
-    """One entry point started as a process."""
+    """One entry point started as a process (``port`` and ``metrics_port``: 0 until
+    ``_wait_serving`` has read them from the server's output)."""
 
     image: str
     dockerfile: Dockerfile
     process: subprocess.Popen[bytes]
-    port: int
-    metrics_port: int
     env: dict[str, str]
     cwd: Path
     tmp: Path
     data: Path
     log: Path
+    port: int = 0
+    metrics_port: int = 0
 
     def health_argv(self) -> list[str]:
         """The image's HEALTHCHECK command, aimed at this process's port."""
@@ -95,6 +91,16 @@ class Server:
     def output(self) -> str:
         """What the server wrote to stdout/stderr so far."""
         return self.log.read_text(errors="replace")
+
+    def announced(self, word: str) -> str | None:
+        """The address of the server's first ``<word> host:port`` line (None: not yet). Fails
+        the test when the process has exited."""
+        for line in self.output().splitlines():
+            if line.startswith(f"{word} "):
+                return line.split()[1]
+        assert self.process.poll() is None, (
+            f"{self.image} exited with {self.process.returncode}:\n{self.output()}")
+        return None
 
 
 def _start(image: str, root: Path) -> Server:
@@ -120,21 +126,19 @@ def _start(image: str, root: Path) -> Server:
         f"{image}: HOME and TMPDIR must be /tmp, the only writable place")
     assert df.workdir == "/opt/moria", f"{image}: WORKDIR {df.workdir}"
     argv = list(df.command)
-    port = _free_port()
     address = dockerfiles.flag(argv, "--address")
     assert address == f"0.0.0.0:{df.expose[0]}", f"{image}: --address {address} vs EXPOSE"
-    argv[argv.index("--address") + 1] = f"127.0.0.1:{port}"
+    argv[argv.index("--address") + 1] = "127.0.0.1:0"
     metrics = dockerfiles.flag(argv, "--metrics-address")
     assert metrics == f"0.0.0.0:{METRICS_PORT}", f"{image}: --metrics-address {metrics}"
     assert df.expose == [df.expose[0], METRICS_PORT], f"{image}: EXPOSE {df.expose}"
-    metrics_port = _free_port()
-    argv[argv.index("--metrics-address") + 1] = f"127.0.0.1:{metrics_port}"
+    argv[argv.index("--metrics-address") + 1] = "127.0.0.1:0"
     log = root / image / "server.log"
     with open(log, "wb") as out:
         # the executable ("moria") is found on the image's PATH, mapped to this venv
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    return Server(image, df, process, port, metrics_port, env, cwd, tmp, data, log)
+    return Server(image, df, process, env, cwd, tmp, data, log)
 
 
 @pytest.fixture(scope="module")
@@ -154,19 +158,41 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
                 path.chmod(0o755)
 
 
+def _port(address: str) -> int:
+    host, port = address.rsplit(":", 1)
+    assert host == "127.0.0.1" and int(port) > 0, address
+    return int(port)
+
+
 def _wait_serving(server: Server) -> subprocess.CompletedProcess[str]:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        assert server.process.poll() is None, (
-            f"{server.image} exited with {server.process.returncode}:\n{server.output()}")
-        probe = subprocess.run(server.health_argv(), env=server.env, cwd=server.cwd, text=True,
-                               capture_output=True, timeout=30, check=False)
-        if probe.returncode == 0:
-            return probe
-        assert time.monotonic() < deadline, (
-            f"{server.image} not SERVING after {START_TIMEOUT_S}s: {probe.stdout}"
-            f"{probe.stderr}\n{server.output()}")
-        time.sleep(0.5)
+    """Wait for the server's READY line (it serves, health SERVING, from then on), note its
+    ports, and return the image's HEALTHCHECK run against it."""
+    try:
+        ready = wait_until(lambda: server.announced("READY"), f"{server.image} to print READY",
+                           timeout=START_TIMEOUT_S, interval=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}:\n{server.output()}") from None
+    server.port = _port(ready)
+    # /metrics starts before the gRPC server, so its line is there already
+    metrics = server.announced("METRICS")
+    assert metrics is not None, f"{server.image} announced no /metrics:\n{server.output()}"
+    server.metrics_port = _port(metrics)
+    probes: list[subprocess.CompletedProcess[str]] = []
+
+    def healthy() -> bool:
+        probes.append(subprocess.run(server.health_argv(), env=server.env, cwd=server.cwd,
+                                     text=True, capture_output=True, timeout=30, check=False))
+        return probes[-1].returncode == 0
+
+    # the probe is a Python process with its own short deadline: on a loaded machine a try
+    # may time out, hence a few
+    try:
+        wait_until(healthy, f"{server.image}'s HEALTHCHECK to pass", timeout=START_TIMEOUT_S,
+                   interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {probes[-1].stdout}{probes[-1].stderr}\n"
+                             f"{server.output()}") from None
+    return probes[-1]
 
 
 @pytest.mark.parametrize("image", SERVER_IMAGES)
@@ -176,8 +202,7 @@ def test_entrypoint_serves_health_then_drains_on_sigterm(
     probe = _wait_serving(server)
     assert probe.stdout.strip() == f"127.0.0.1:{server.port}: SERVING"
 
-    # /metrics on the CMD's metrics address, announced on stderr
-    assert f"METRICS 127.0.0.1:{server.metrics_port}" in server.output()
+    # /metrics on the CMD's metrics address (its port as announced on stderr)
     url = f"http://127.0.0.1:{server.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as reply:
         assert reply.status == 200

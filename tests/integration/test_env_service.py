@@ -14,6 +14,7 @@ from moria.codecs import array_from_tensor, dict_from_struct, rgb_from_image, te
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
 from tests.support.servers import env_server
+from tests.support.waiting import async_wait_until
 
 GOTO = "babyai:BabyAI-MixedTrainLocal-v0/goto"
 
@@ -140,6 +141,11 @@ async def test_step_before_open_is_failed_precondition() -> None:
         assert (await _play_a_step(EnvClient(srv.target))).step == 1
 
 
+async def _active_sessions(client: EnvClient, count: int) -> bool:
+    """Whether the server reports exactly ``count`` open sessions (GetInfo)."""
+    return (await client.get_info()).active_sessions == count
+
+
 async def test_capacity_full_is_resource_exhausted_and_frees_on_close() -> None:
     async with env_server(capacity=2) as srv:
         client = EnvClient(srv.target)
@@ -153,7 +159,8 @@ async def test_capacity_full_is_resource_exhausted_and_frees_on_close() -> None:
         # the held sessions keep working
         assert (await held[0].step({"agent_0": text_action("turn left")})).step == 1
         await held[1].close()
-        await asyncio.sleep(0.05)
+        await async_wait_until(lambda: _active_sessions(client, 1),
+                               "the closed session's slot to be freed", timeout=30)
         assert (await _play_a_step(client)).step == 1
         await held[0].close()
 
@@ -235,7 +242,8 @@ async def test_idle_session_is_reaped() -> None:
     async with env_server(idle_timeout_s=0.3) as srv:
         session = EnvClient(srv.target).session()
         await session.open(_open())
-        await asyncio.sleep(0.8)
+        await async_wait_until(lambda: _active_sessions(EnvClient(srv.target), 0),
+                               "the idle session to be reaped", timeout=30)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await session.step({"agent_0": text_action("turn left")})
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -249,8 +257,12 @@ async def test_drain_refuses_new_sessions_and_lets_running_ones_finish() -> None
         await running.open(_open())
         assert await check_health(srv.target)
         shutdown = asyncio.create_task(srv.server.shutdown())
-        await asyncio.sleep(0.1)
-        assert not await check_health(srv.target)
+
+        async def not_serving() -> bool:
+            return not await check_health(srv.target)
+
+        await async_wait_until(not_serving, "health NOT_SERVING once draining", timeout=30)
+        assert srv.server.drain.draining
         late = client.session()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await late.open(_open())

@@ -1,34 +1,50 @@
-"""The orchestrator SIGKILLed at 5 random points of a run, restarted each time on the same
+"""The orchestrator SIGKILLed at 5 exact points of a run, restarted each time on the same
 output directory: the final directory holds exactly the planned episodes, once each, every
-file whole, and (oracle player, same seeds) the same results as a run never interrupted."""
+file whole, and (oracle player, same seeds) the same results as a run never interrupted.
+
+The kills come from the process itself (``tests.support.kill_switch``), at fixed episode writes
+and stages: between two episodes, with an episode's JSON (or CSV) in a temp file not yet renamed,
+and with its files in place but its telemetry line not yet written. No timer decides where a
+kill lands, so every kill point is reached however fast or loaded the machine is."""
 
 from __future__ import annotations
 
 import json
-import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
-from tests.support.processes import server_processes
+from orchestrator.results import episode_paths
+from tests.support.processes import ROOT, server_processes
 
 EPISODES_PER_TASK = 6  # x 5 BabyAI tasks = 30
 PLANNED = 5 * EPISODES_PER_TASK
 MORIA = [sys.executable, "-c", "import sys; from orchestrator.cli import main; sys.exit(main())"]
+#: (the N-th episode written to the directory, where in its write the process dies)
+KILLS = ((3, "reported"), (7, "json_tmp"), (12, "files"), (18, "csv_tmp"), (25, "reported"))
 
 
-def _command(out: Path, env: str, policy: str) -> list[str]:
-    return [*MORIA, "eval", "envs.names=babyai", f"eval.num_episodes.babyai={EPISODES_PER_TASK}",
+def _overrides(out: Path, env: str, policy: str) -> list[str]:
+    return ["eval", "envs.names=babyai", f"eval.num_episodes.babyai={EPISODES_PER_TASK}",
             f"eval.output_dir={out}", "agent.type=oracle", "eval.num_workers=2",
             "eval.run_id=resume-test", f"endpoints.env.babyai=[{env}]",
             f"endpoints.policy=[{policy}]"]
 
 
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
 def _written(out: Path) -> int:
     return len(list(out.rglob("*_run_*.json")))
+
+
+def _reported(out: Path) -> list[tuple[str, int]]:
+    path = out / "resume-test_episodes.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(e["task"], e["episode_index"]) for e in map(json.loads, lines)]
 
 
 def _results(out: Path) -> dict[tuple[str, int], dict]:
@@ -41,35 +57,43 @@ def _results(out: Path) -> dict[tuple[str, int], dict]:
         "actions": [s["action"] for s in e["steps"]]} for e in episodes}
 
 
+def _check_kill(out: Path, at: int, stage: str, run: subprocess.CompletedProcess[str]) -> None:
+    """The process died by its own SIGKILL at (``at``, ``stage``), leaving the episode it
+    caught in the state that stage means."""
+    assert run.returncode == -signal.SIGKILL, (
+        f"no kill at #{at} {stage} (exit {run.returncode}):\n{run.stderr[-2000:]}")
+    killing = [line.split(maxsplit=4) for line in run.stderr.splitlines()
+               if line.startswith("KILLING ")]
+    assert len(killing) == 1 and killing[0][1] == stage, run.stderr[-2000:]
+    _, _, env, index, task = killing[0]
+    json_path, csv_path = episode_paths(out, env, task, int(index))
+    temps = list(json_path.parent.glob(".*.tmp"))
+    if stage == "csv_tmp":
+        assert not csv_path.exists() and not json_path.exists()
+        assert [t.name for t in temps if t.name.startswith(f".{csv_path.name}.")], temps
+    elif stage == "json_tmp":
+        assert csv_path.exists() and not json_path.exists()
+        assert [t.name for t in temps if t.name.startswith(f".{json_path.name}.")], temps
+    else:
+        assert json_path.exists() and csv_path.exists()
+        assert ((task, int(index)) in _reported(out)) == (stage == "reported")
+    assert _written(out) < PLANNED
+
+
 def test_sigkilled_orchestrator_resumes_to_the_clean_result(tmp_path: Path) -> None:
-    rng = random.Random(20261121)
     with server_processes(("env_server", ("--families", "babyai")),
                           ("agent_server", ())) as (env, policy):
         clean, resumed = tmp_path / "clean", tmp_path / "resumed"
-        done = subprocess.run(_command(clean, env.target, policy.target), capture_output=True,
-                              text=True, timeout=600)
+        done = _run([*MORIA, *_overrides(clean, env.target, policy.target)])
         assert done.returncode == 0, done.stderr[-2000:]
 
-        kills = 0
-        while kills < 5:
-            proc = subprocess.Popen(_command(resumed, env.target, policy.target),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            before = _written(resumed)
-            target = rng.randint(before, PLANNED - 1)  # kill once this many are written...
-            pause = rng.uniform(0.0, 0.3)  # ...plus a moment, so some kills land mid-write
-            while _written(resumed) < target and proc.poll() is None:
-                time.sleep(0.01)
-            time.sleep(pause)
-            if proc.poll() is not None:
-                break  # it finished before this kill point
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            kills += 1
-        assert kills == 5, f"the run finished after {kills} kills; make it longer"
-        assert _written(resumed) < PLANNED  # the last kill left work to do
+        for at, stage in KILLS:
+            killed = _run([sys.executable, "-m", "tests.support.kill_switch", "--out",
+                           str(resumed), "--at", str(at), "--stage", stage, "--",
+                           *_overrides(resumed, env.target, policy.target)])
+            _check_kill(resumed, at, stage, killed)
 
-        final = subprocess.run(_command(resumed, env.target, policy.target),
-                               capture_output=True, text=True, timeout=600)
+        final = _run([*MORIA, *_overrides(resumed, env.target, policy.target)])
         assert final.returncode == 0, final.stderr[-2000:]
 
     assert _results(resumed) == _results(clean)
@@ -78,9 +102,7 @@ def test_sigkilled_orchestrator_resumes_to_the_clean_result(tmp_path: Path) -> N
     for jsonl in resumed.glob("*.jsonl"):
         for line in jsonl.read_text().splitlines():
             json.loads(line)  # every telemetry line is whole
-    reported = [json.loads(line) for line in
-                (resumed / "resume-test_episodes.jsonl").read_text().splitlines()]
-    keys = Counter((e["task"], e["episode_index"]) for e in reported)
+    keys = Counter(_reported(resumed))
     assert set(keys.values()) == {1}, "an episode was reported twice"
     summary = json.loads((resumed / "summary.json").read_text())
     assert summary["episodes_played"] == PLANNED

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -29,6 +28,7 @@ from orchestrator.results import load_episodes
 from orchestrator.service import EVENTS_FILE, OrchestratorServicer
 from orchestrator.spec import load_spec
 from tests.support.servers import env_server, policy_server
+from tests.support.waiting import async_wait_until
 
 VENV_BIN = Path(sys.executable).parent
 TASK = "BabyAI-MixedTrainLocal-v0/goto"
@@ -229,17 +229,20 @@ async def test_cancel_and_queue_and_pages(tmp_path: Path) -> None:
         assert waiting_events[-1].type == "completed"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _socket_address(tmp_path: Path) -> str:
+    """A unix socket for the service: a restarted service serves on the same address (its
+    clients reconnect there), and unlike a TCP port picked in advance no other process can
+    take it in between."""
+    address = f"unix://{tmp_path / 'orchestrator.sock'}"
+    assert len(address) < 100, f"socket path too long for AF_UNIX: {address}"
+    return address
 
 
-def _serve(state_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _serve(state_dir: Path, address: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
             [str(VENV_BIN / "moria"), "serve", "orchestrator", "--state-dir", str(state_dir),
-             "--address", f"127.0.0.1:{port}", "--grace", "2"],
+             "--address", address, "--grace", "2"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -253,12 +256,13 @@ async def _wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int:
 
 
 async def test_sigkilled_service_resumes_its_run_on_restart(tmp_path: Path) -> None:
-    state, port, log = tmp_path / "state", _free_port(), tmp_path / "orchestrator.log"
+    state, log = tmp_path / "state", tmp_path / "orchestrator.log"
+    address = _socket_address(tmp_path)
     episodes = 8
     async with env_server() as env, policy_server() as pol:
-        first = _serve(state, port, log)
+        first = _serve(state, address, log)
         follower: asyncio.Task[int] | None = None
-        client = OrchestratorClient(f"127.0.0.1:{port}", reconnect_s=90.0, retry_wait_s=0.05)
+        client = OrchestratorClient(address, reconnect_s=90.0, retry_wait_s=0.05)
         try:
             await client.submit_run(run_spec(env.target, pol.target, episodes), run_id="crash")
             # a follower that stays connected across the crash, reconnecting from its last
@@ -277,7 +281,7 @@ async def test_sigkilled_service_resumes_its_run_on_restart(tmp_path: Path) -> N
             os.killpg(first.pid, signal.SIGKILL)
             await _wait_exit(first, 10)
 
-            second = _serve(state, port, log)
+            second = _serve(state, address, log)
             try:
                 # the client reconnects while the new process starts
                 await asyncio.wait_for(follower, timeout=240)
@@ -382,17 +386,16 @@ async def test_cli_eval_remote(tmp_path: Path) -> None:
 
 
 async def test_sigterm_interrupts_runs_and_the_next_start_resumes_them(tmp_path: Path) -> None:
-    state, port, log = tmp_path / "state", _free_port(), tmp_path / "orchestrator.log"
+    state, log = tmp_path / "state", tmp_path / "orchestrator.log"
+    address = _socket_address(tmp_path)
     async with env_server() as env, policy_server() as pol:
-        first = _serve(state, port, log)
-        client = OrchestratorClient(f"127.0.0.1:{port}", reconnect_s=90.0, retry_wait_s=0.05)
+        first = _serve(state, address, log)
+        client = OrchestratorClient(address, reconnect_s=90.0, retry_wait_s=0.05)
         try:
             await client.submit_run(run_spec(env.target, pol.target, 200), run_id="term")
             out = state / "runs" / "term"
-            for _ in range(2400):
-                if list(out.glob("babyai/**/*_run_*.json")):
-                    break
-                await asyncio.sleep(0.05)
+            await async_wait_until(lambda: bool(list(out.glob("babyai/**/*_run_*.json"))),
+                                   "the first episode file of the run", timeout=120)
             first.send_signal(signal.SIGTERM)
             assert await _wait_exit(first, 30) == 0, log.read_text()
             assert "Traceback" not in log.read_text()
@@ -402,7 +405,7 @@ async def test_sigterm_interrupts_runs_and_the_next_start_resumes_them(tmp_path:
             assert lines[-1]["type"] == "interrupted"
             done_before = len(load_episodes(out))
 
-            second = _serve(state, port, log)
+            second = _serve(state, address, log)
             try:
                 run = await client.get_run("term")  # retried until the new process serves
                 assert run.state in (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING)

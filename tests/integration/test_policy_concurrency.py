@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from agent_server.backends.base import Backend, ConcurrencyLimited
 from moria.clients import PolicyClient
 from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
@@ -14,6 +15,7 @@ from moria.config import AgentConfig, ClientConfig, policy_config_dict
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.servers import policy_server
+from tests.support.waiting import async_wait_until
 
 SPACE = types_pb2.ActionSpace(actions=[types_pb2.NamedAction(name=n) for n in ("a", "b")],
                               default_action="a")
@@ -33,6 +35,14 @@ def _observe(step: int = 0) -> pol_pb.Observe:
         text={"long_term_context": "obs"}))
 
 
+def _limiter(backend: Backend) -> ConcurrencyLimited:
+    """The ``ConcurrencyLimited`` in the chain of wrappers the servicer shares per endpoint
+    (each wrapper keeps the wrapped backend as ``inner``)."""
+    while not isinstance(backend, ConcurrencyLimited):
+        backend = backend.inner  # type: ignore[attr-defined]
+    return backend
+
+
 async def test_slow_model_call_does_not_block_other_streams() -> None:
     release = threading.Event()
     with FakeOpenAI(lambda _req: "a" if release.wait(30) else "b") as fake:
@@ -41,8 +51,8 @@ async def test_slow_model_call_does_not_block_other_streams() -> None:
             slow = await _begin(pol.target, AgentConfig(type="naive"), client, 1)
             quick = await _begin(pol.target, AgentConfig(type="dummy"), client, 2)
             pending = asyncio.create_task(slow.observe(_observe()))
-            while not fake.requests:  # the model call is now in flight
-                await asyncio.sleep(0.01)
+            await async_wait_until(lambda: fake.requests, "the slow model call to arrive",
+                                   timeout=60, interval=0.01)  # it is now in flight
             answers = [await quick.observe(_observe(i)) for i in range(20)]
             assert not pending.done()
             release.set()
@@ -72,9 +82,12 @@ async def test_max_concurrency_bounds_calls_to_one_endpoint() -> None:
             streams = [await _begin(pol.target, AgentConfig(type="naive"), client, i)
                        for i in range(6)]
             acts = [asyncio.create_task(s.observe(_observe())) for s in streams]
-            while len(fake.requests) < 2:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.3)  # give a third call the chance to arrive (it must not)
+            limiter = _limiter(pol.servicer.backend_for(client))  # type: ignore[attr-defined]
+            # every call has reached the limiter: 2 sent, 4 queued behind them (not merely not
+            # sent yet), and the 2 sent ones reached the endpoint
+            await async_wait_until(
+                lambda: (limiter.in_flight, limiter.waiting, len(fake.requests)) == (2, 4, 2),
+                "2 calls in flight and 4 waiting", timeout=60, interval=0.01)
             assert len(fake.requests) == 2
             for _ in range(6):
                 gate.release()

@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -18,15 +13,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from moria.clients import EnvClient, channel_for, close_channels
 from moria.codecs import text_action
 from moria.env.v1 import env_service_pb2 as env_pb
+from tests.support.processes import start_server
+from tests.support.waiting import async_wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 GOTO = "babyai:BabyAI-MixedTrainLocal-v0/goto"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _health(target: str) -> int:
@@ -36,38 +26,31 @@ async def _health(target: str) -> int:
 
 
 async def test_sigterm_drains_then_exits() -> None:
-    port = _free_port()
-    target = f"127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "env_server", "serve", "--address", target,
-                             "--grace", "20"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    server = start_server("env_server", "--grace", "20")  # serving once it prints READY
+    target = server.target
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if await _health(target) == health_pb2.HealthCheckResponse.SERVING:
-                    break
-            except grpc.aio.AioRpcError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None
-            await asyncio.sleep(0.1)
+        assert await _health(target) == health_pb2.HealthCheckResponse.SERVING
         client = EnvClient(target)
         running = client.session()
         await running.open(env_pb.OpenRequest(task=GOTO, seed=1))
-        proc.send_signal(signal.SIGTERM)
-        while await _health(target) != health_pb2.HealthCheckResponse.NOT_SERVING:
-            await asyncio.sleep(0.05)
+        server.process.send_signal(signal.SIGTERM)
+
+        async def not_serving() -> bool:
+            assert server.process.poll() is None, "exited with a session still running:\n" + (
+                "\n".join(server.log[-20:]))
+            return await _health(target) == health_pb2.HealthCheckResponse.NOT_SERVING
+
+        await async_wait_until(not_serving, "health NOT_SERVING after SIGTERM", timeout=30)
+        assert (await client.get_info(timeout=5.0)).draining
         late = client.session()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await late.open(env_pb.OpenRequest(task=GOTO, seed=2))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert (await running.step({"agent_0": text_action("turn left")})).step == 1
-        assert proc.poll() is None  # still serving the running session
+        assert server.process.poll() is None  # still serving the running session
         await running.close()
         await close_channels()
-        assert await asyncio.to_thread(proc.wait, 15) == 0
-        assert "draining: 1 active session" in (proc.stderr.read() if proc.stderr else "")
+        assert await asyncio.to_thread(server.wait_exit, 30) == 0
+        assert any("draining: 1 active session" in line for line in server.log), server.log
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        server.kill()

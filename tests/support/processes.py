@@ -1,5 +1,7 @@
 """Env and agent servers as real child processes on 127.0.0.1 (ephemeral ports), for tests that
-kill servers: each prints ``READY <address>`` on stderr once it serves."""
+kill servers: each prints ``READY <address>`` on stderr once it serves, and the address is read
+from that line (never guessed beforehand: a port picked by binding port 0 and closing it again
+can be taken by someone else before the server binds it)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,61 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class LineReader:
+    """Reads a text stream (a child's stdout or stderr) line by line on a daemon thread and
+    keeps every line, so a test can wait for one without blocking on the pipe."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self.closed = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self.closed = True
+            self._changed.notify_all()
+
+    def wait_for(self, match: Callable[[str], bool], what: str, timeout: float) -> str:
+        """The first line (read so far or to come) for which ``match`` is true. Raises
+        AssertionError naming ``what`` (with the last lines) when the stream ends first or
+        ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        checked = 0
+        with self._changed:
+            while True:
+                for line in self.lines[checked:]:
+                    if match(line):
+                        return line
+                checked = len(self.lines)
+                left = deadline - time.monotonic()
+                if self.closed or left <= 0:
+                    why = "the stream ended" if self.closed else f"{timeout:g} s passed"
+                    raise AssertionError(f"{why} before {what}:\n" + self.tail())
+                self._changed.wait(left)
+
+    def join(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until the stream has been read to its end."""
+        self._thread.join(timeout)
+
+    def tail(self, count: int = 20) -> str:
+        """The last ``count`` lines, for failure messages."""
+        return "\n".join(self.lines[-count:])
 
 
 @dataclass
@@ -20,6 +74,7 @@ class ServerProcess:
     process: subprocess.Popen[str]
     target: str
     log: list[str] = field(default_factory=list)
+    reader: LineReader | None = None
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
@@ -36,6 +91,14 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
+    def wait_exit(self, timeout: float) -> int:
+        """Wait for the process to exit on its own and its stderr to be read to the end (so
+        ``log`` is complete); return the exit code. Raises ``subprocess.TimeoutExpired``."""
+        code = self.process.wait(timeout=timeout)
+        if self.reader is not None:
+            self.reader.join(timeout)
+        return code
+
 
 def start_server(module: str, *args: str, timeout_s: float = 120.0) -> ServerProcess:
     """Start ``python -m <module> serve --address 127.0.0.1:0 <args>`` and wait for READY.
@@ -44,27 +107,18 @@ def start_server(module: str, *args: str, timeout_s: float = 120.0) -> ServerPro
     the process exits or stays silent for ``timeout_s``."""
     process = subprocess.Popen(
         [sys.executable, "-m", module, "serve", "--address", "127.0.0.1:0", *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "MORIA_LLAMA_THREADS": "1"})
     assert process.stderr is not None
-    lines: list[str] = []
-    ready = threading.Event()
-    target: list[str] = []
-
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line.rstrip())
-            if line.startswith("READY ") and not target:
-                target.append(line.split()[1])
-                ready.set()
-        ready.set()  # exited
-
-    threading.Thread(target=read, daemon=True).start()
-    if not ready.wait(timeout_s) or not target:
+    reader = LineReader(process.stderr)
+    try:
+        ready = reader.wait_for(lambda line: line.startswith("READY "),
+                                f"{module} printed READY", timeout_s)
+    except AssertionError as exc:
         process.kill()
-        raise RuntimeError(f"{module} did not start:\n" + "\n".join(lines[-20:]))
-    return ServerProcess(process, target[0], lines)
+        process.wait(timeout=30)
+        raise RuntimeError(f"{module} did not start: {exc}") from None
+    return ServerProcess(process, ready.split()[1], reader.lines, reader)
 
 
 @contextmanager

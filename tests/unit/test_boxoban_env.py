@@ -14,6 +14,7 @@ from env_server.families.nethack.boxoban.expert import (
 from env_server.families.nethack.boxoban.generator import generate
 from env_server.families.nethack.boxoban.levels import parse_level
 from env_server.families.nethack.boxoban.solver import apply_move
+from env_server.families.nethack.minihack_tasks import BALROG_KWARGS
 from tests.support.boxoban import OPEN_ROOM
 
 BALROG_KEYS = (
@@ -25,13 +26,6 @@ BALROG_KEYS = (
     "tty_cursor",
     "tty_colors",
 )
-BALROG_KWARGS = {
-    "character": "@",
-    "penalty_step": -0.01,
-    "penalty_time": 0.0,
-    "penalty_mode": "constant",
-    "autopickup": False,
-}
 IDX = {"north": 0, "east": 1, "south": 2, "west": 3}
 
 

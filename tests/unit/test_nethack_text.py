@@ -1,9 +1,10 @@
 """The NLE text observation on a real, seeded game (environments.md 4.2-4.7).
 
-The env is built as BALROG configures NetHackChallenge (4.1), but from ``NetHackScore`` because
-stock nle 1.3.0's ``NetHackChallenge`` refuses seeding. With core/disp seed 1 the game starts as a
-lawful female human Samurai in a small room, a jackal adjacent west and her little dog adjacent
-east:
+The env is built as the ``nle`` family builds it (``NLE_KWARGS``: BALROG's NetHackChallenge
+settings, 4.1, with the moon phase fixed, so the game does not depend on today's date), from
+``NetHackScore`` because stock nle 1.3.0's ``NetHackChallenge`` refuses seeding. With core/disp
+seed 1 the game starts as a lawful female human Samurai in a small room, a jackal adjacent west
+and her little dog adjacent east:
 
     -----          row 8 of the screen (map row 7), columns 26..30
     |d@d.          the player at map (28, 8); the doorway at (30, 8)
@@ -14,6 +15,7 @@ east:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,6 +23,7 @@ import pytest
 from nle import nethack
 from nle.env.tasks import NetHackScore
 
+from env_server.families.nethack.nle_family import NLE_KWARGS
 from env_server.families.nethack.text import (
     NLEProgress,
     describe_cursor,
@@ -36,14 +39,7 @@ KEYS = ("glyphs", "blstats", "tty_chars", "tty_cursor", "inv_letters", "inv_strs
 
 def make_env(seed: int) -> tuple[NetHackScore, dict[str, np.ndarray]]:
     env = NetHackScore(
-        character="@",
-        actions=nethack.ACTIONS,
-        allow_all_yn_questions=True,
-        allow_all_modes=True,
-        penalty_step=0.0,
-        penalty_time=0.0,
-        max_episode_steps=100_000,
-        observation_keys=KEYS,
+        actions=nethack.ACTIONS, max_episode_steps=100_000, observation_keys=KEYS, **NLE_KWARGS
     )
     env.seed(core=seed, disp=seed, reseed=False)
     obs, _ = env.reset()
@@ -100,6 +96,48 @@ def test_start_state_is_the_expected_game(start: dict[str, np.ndarray]) -> None:
 
 def test_message_at_reset(start: dict[str, np.ndarray]) -> None:
     assert extract_message(start["tty_chars"]) == WELCOME
+
+
+def _nethack_dates_message(now: time.struct_time) -> str | None:
+    """The message NetHack 3.6 greets a game with on this (local) date instead of the welcome,
+    or None: "full moon" / "new moon" from ``phase_of_the_moon()`` (hacklib.c: 4 is full, 0
+    is new), else the Friday-13th warning."""
+    golden = now.tm_year % 19 + 1  # tm_year counts from 1900; 1900 % 19 == 0
+    epact = (11 * golden + 18) % 30
+    if (epact == 25 and golden > 11) or epact == 24:
+        epact += 1
+    phase = ((((now.tm_yday - 1 + epact) * 6) + 11) % 177) // 22 & 7
+    if phase == 4:
+        return "You are lucky!  Full moon tonight."
+    if phase == 0:
+        return "Be careful!  New moon tonight."
+    if now.tm_wday == 4 and now.tm_mday == 13:
+        return "Watch out!  Bad things can happen on Friday the 13th."
+    return None
+
+
+def test_without_the_fixed_moon_phase_the_game_follows_the_clock() -> None:
+    """The canary of ``make test-dates``: a game built *without* ``fix_moon_phase`` greets
+    with what today's date means to NetHack, so under libfaketime on a full moon, new moon or
+    Friday 13th the game really saw that date, and the tests above really ran on it."""
+    before = time.localtime()
+    env = NetHackScore(actions=nethack.ACTIONS, observation_keys=KEYS,
+                       **{**NLE_KWARGS, "fix_moon_phase": False})
+    try:
+        env.seed(core=1, disp=1, reseed=False)
+        obs, _ = env.reset()
+    finally:
+        env.close()
+    after = time.localtime()
+    message = extract_message(obs["tty_chars"])
+    # both ends of the reset, in case it straddled midnight; a full or new moon on a Friday 13th
+    # shows either message
+    expected = {_nethack_dates_message(before) or WELCOME,
+                _nethack_dates_message(after) or WELCOME}
+    for day in (before, after):
+        if _nethack_dates_message(day) and day.tm_wday == 4 and day.tm_mday == 13:
+            expected.add("Watch out!  Bad things can happen on Friday the 13th.")
+    assert message in expected, (time.strftime("%Y-%m-%d", before), message)
 
 
 def test_language_observation_with_adjacent_monsters(start: dict[str, np.ndarray]) -> None:

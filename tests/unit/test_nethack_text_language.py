@@ -471,14 +471,10 @@ def test_fast_path_matches_the_plain_implementation_on_fuzzed_maps() -> None:
 def test_fast_path_matches_the_plain_implementation_on_real_games() -> None:
     from nle.env.tasks import NetHackScore
 
+    from env_server.families.nethack.nle_family import NLE_KWARGS
+
     env = NetHackScore(
-        character="@",
-        actions=nh.ACTIONS,
-        allow_all_yn_questions=True,
-        allow_all_modes=True,
-        penalty_step=0.0,
-        penalty_time=0.0,
-        observation_keys=("glyphs", "blstats", "tty_chars"),
+        actions=nh.ACTIONS, observation_keys=("glyphs", "blstats", "tty_chars"), **NLE_KWARGS
     )
     rng = random.Random(7)
     compared = 0

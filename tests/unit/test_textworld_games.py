@@ -107,44 +107,50 @@ def test_same_inputs_give_byte_identical_games(
 
 # A builder process whose generation step is a stand-in (writes placeholder files), so the test
 # exercises the lock and the atomic renames, not TextWorld. The first process (argv[1] "first")
-# keeps the lock until the second one has checked the game and gone for the lock.
+# holds the lock, in its generation step, until the second one has found no game and gone for
+# the lock (the second's ``file_lock`` touches the marker first): so the second cannot find the
+# game built before it checks, and must take it from under the lock.
 _BUILDER = """
 import pathlib, sys, time
 from env_server.families.textworld import games
 marker = pathlib.Path(sys.argv[2])
 def fake_generate(recipe, index, stem):
     print("BUILDING", flush=True)
-    for _ in range(600):
-        if marker.exists():
-            break
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        if time.monotonic() > deadline:
+            sys.exit("the second builder never went for the lock")
         time.sleep(0.05)
-    time.sleep(0.3)
     for suffix in (".json", ".ni"):
         stem.with_suffix(suffix).write_text("{}")
     stem.with_suffix(".z8").write_bytes(bytes(64))
     return {"recipe": recipe.as_dict(), "generation_seed": 0, "attempt": 0}
+real_lock = games.file_lock
+def announced_lock(path):
+    marker.touch()
+    return real_lock(path)
 games._generate = fake_generate
 print("BEFORE", games.is_built("coin_collector", 0), flush=True)
 if sys.argv[1] == "second":
-    marker.touch()
+    games.file_lock = announced_lock
 print("PATH", games.build_game("coin_collector", 0), flush=True)
 """
 
 
 def test_two_processes_build_the_same_game_once(tmp_path: Path) -> None:
     env = {"MORIA_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    marker = str(tmp_path / "second-started")
-    first = subprocess.Popen([sys.executable, "-c", _BUILDER, "first", marker], cwd=REPO,
+    marker = tmp_path / "second-went-for-the-lock"
+    first = subprocess.Popen([sys.executable, "-c", _BUILDER, "first", str(marker)], cwd=REPO,
                              env=env, stdout=subprocess.PIPE, text=True)
     assert first.stdout is not None
     assert first.stdout.readline().split() == ["BEFORE", "False"]
     assert first.stdout.readline().strip() == "BUILDING"  # the first one now holds the lock
-    second = subprocess.run([sys.executable, "-c", _BUILDER, "second", marker], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=60)
-    rest, _ = first.communicate(timeout=60)
+    second = subprocess.run([sys.executable, "-c", _BUILDER, "second", str(marker)], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=300)
+    rest, _ = first.communicate(timeout=300)
     assert first.returncode == 0 and second.returncode == 0, second.stderr
-    # the second one found no game, waited for the lock, then took the first one's game
-    assert second.stdout.splitlines()[0] == "BEFORE False"
+    # the second one found no game, went for the lock, then took the first one's game
+    assert second.stdout.splitlines()[0] == "BEFORE False" and marker.exists()
     assert "BUILDING" not in second.stdout
     path = tmp_path / "textworld" / "coin_collector" / "coin_collector-00.z8"
     assert rest.split() == ["PATH", str(path)]

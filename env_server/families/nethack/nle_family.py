@@ -49,6 +49,20 @@ MAX_STEPS = 100_000
 NO_PROGRESS_TIMEOUT = 150
 _KWARGS = ["text_mode", "no_progress_timeout", "fixed_levels", "image_scale"]
 
+#: How every episode's ``NetHackScore`` is built (besides ``actions``, ``max_episode_steps`` and
+#: ``observation_keys``): BALROG's NetHackChallenge settings (environments.md 4.1), plus the
+#: determinism switch (moon phase, Friday 13th and night derived from the seed, not the clock).
+NLE_KWARGS: dict[str, Any] = {
+    "character": "@",
+    "allow_all_yn_questions": True,
+    "allow_all_modes": True,
+    "penalty_mode": "constant",
+    "penalty_step": 0.0,
+    "penalty_time": 0.0,
+    "savedir": None,
+    "fix_moon_phase": True,
+}
+
 # blstats indices (nethack.NLE_BL_*)
 _BL_SCORE, _BL_GOLD, _BL_XP, _BL_TIME = 9, 13, 18, 20
 
@@ -157,17 +171,10 @@ class NLEGame(NetHackGame):
             from nle.env.tasks import NetHackScore
 
             self._nle = NetHackScore(
-                character="@",
                 actions=nethack.ACTIONS,
-                allow_all_yn_questions=True,
-                allow_all_modes=True,
-                penalty_mode="constant",
-                penalty_step=0.0,
-                penalty_time=0.0,
                 max_episode_steps=ENV_STEP_LIMIT,
                 observation_keys=TEXT_KEYS,
-                savedir=None,
-                fix_moon_phase=True,
+                **NLE_KWARGS,
             )
         _clear_scores(self._nle)
         return self._nle
