@@ -10,6 +10,7 @@ from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
 from moria.server import (
     Drain,
     MoriaServer,
+    add_idle_timeout_argument,
     add_server_arguments,
     run_until_signalled,
     server_main,
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Run a Policy (agent) server.")
     add_server_arguments(parser, default_address="127.0.0.1:50061")
     parser.add_argument("--capacity", type=int, default=256, help="max concurrent Play streams")
+    add_idle_timeout_argument(parser, what="Play streams")
     return parser
 
 
@@ -32,7 +34,8 @@ async def serve(args: argparse.Namespace) -> None:
 
     options = server_options_from_args(args)  # fails fast on a bad TLS/token setting
     drain = Drain()
-    servicer = PolicyServicer(drain=drain, capacity=args.capacity)
+    servicer = PolicyServicer(drain=drain, capacity=args.capacity,
+                              idle_timeout_s=args.idle_timeout)
     serve_metrics_if_asked(args.metrics_address, servicer.metrics.registry)
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],

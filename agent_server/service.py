@@ -4,10 +4,19 @@ Begin builds a new strategy (and reuses a shared backend for the same client set
 local model is loaded once per process); Observe -> Act runs one decision; End returns the
 episode's token totals. Model failures after retries are in-band (``Act.error``); the stream
 stays usable so the orchestrator can end the episode cleanly.
+
+A stream that sends nothing for ``idle_timeout_s`` (announced in ``Ready.idle_timeout_s``) is
+ended with DEADLINE_EXCEEDED and its slot freed; ``ping`` keeps a begun stream alive while its
+client waits on the env. CPU work that grows with the request (decoding the config Struct,
+re-encoding a raw frame as PNG) runs in worker threads, never on the event loop that serves
+every stream, and a frame is not touched at all when the strategy keeps no images. Every error
+message that quotes the request goes through ``moria.quoting`` and is cut to
+``moria.server.MAX_ERROR_BYTES``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -20,7 +29,12 @@ from google.rpc import code_pb2, status_pb2
 from pydantic import ValidationError
 
 import moria
-from agent_server.backends import create_backend, missing_api_key
+from agent_server.backends import (
+    client_problems,
+    create_backend,
+    missing_api_key,
+    probe_endpoint,
+)
 from agent_server.backends.base import (
     Backend,
     BackendError,
@@ -28,6 +42,7 @@ from agent_server.backends.base import (
     Completion,
     ConcurrencyLimited,
     GenerateParams,
+    PromptCapped,
     TokenUsage,
 )
 from agent_server.strategies import STRATEGIES, create_strategy
@@ -40,31 +55,57 @@ from moria.config import AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
-from moria.server import Drain
+from moria.quoting import quote, quote_names
+from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
 
 log = logging.getLogger("moria.agent")
 
 BACKEND_NAMES: tuple[str, ...] = ClientName.__args__  # type: ignore[attr-defined]
 
 
+#: How many problems of one invalid config an error message lists.
+MAX_CONFIG_PROBLEMS = 10
+
+
 def parse_policy_config(raw: dict[str, Any]) -> tuple[AgentConfig, ClientConfig]:
-    """Validate ``{"agent": {...}, "client": {...}}``. Raises ValueError naming the field."""
-    unknown = sorted(set(raw) - {"agent", "client"})
+    """Validate ``{"agent": {...}, "client": {...}}``. Raises ValueError naming the fields at
+    fault: at most ``MAX_CONFIG_PROBLEMS``, each key and value quoted with ``moria.quoting``,
+    then how many more there are. Linear in the size of ``raw``: call it off the event loop
+    for a request's config (``_parse_config_struct``)."""
+    unknown = sorted(str(key) for key in raw if key not in ("agent", "client"))
     if unknown:
-        raise ValueError(f"unknown config section(s) {unknown}; allowed: agent, client")
+        raise ValueError(f"unknown config section(s) {quote_names(unknown, MAX_CONFIG_PROBLEMS)}"
+                         "; allowed: agent, client")
+    problems = []
     try:
-        return (AgentConfig.model_validate(raw.get("agent", {})),
-                ClientConfig.model_validate(raw.get("client", {})))
+        agent = AgentConfig.model_validate(raw.get("agent", {}))
     except ValidationError as exc:
-        raise ValueError(_describe_validation(exc)) from None
+        problems.append(_describe_validation(exc, "agent"))
+    try:
+        client = ClientConfig.model_validate(raw.get("client", {}))
+    except ValidationError as exc:
+        problems.append(_describe_validation(exc, "client"))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return agent, client
 
 
-def _describe_validation(exc: ValidationError) -> str:
+def _describe_validation(exc: ValidationError, section: str) -> str:
+    """The first ``MAX_CONFIG_PROBLEMS`` problems of ``exc`` (by key), each
+    ``section.key: msg (got value)``, then how many more there are."""
+    errors = sorted(exc.errors(include_url=False), key=lambda e: [str(p) for p in e["loc"]])
     parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
-    return "; ".join(parts)
+    for err in errors[:MAX_CONFIG_PROBLEMS]:
+        loc = quote(".".join([section, *(str(p) for p in err["loc"])]), 64)
+        parts.append(f"{loc}: {err['msg']} (got {quote(err.get('input'), 64)})")
+    more = len(errors) - MAX_CONFIG_PROBLEMS
+    return "; ".join(parts) + (f"; and {more} more problems" if more > 0 else "")
+
+
+def _parse_config_struct(struct: Any) -> tuple[AgentConfig, ClientConfig]:
+    """``parse_policy_config`` of a request's config Struct. Raises ValueError (a Struct with
+    no JSON form included)."""
+    return parse_policy_config(dict_from_struct(struct))
 
 
 def _uses_backend(agent: AgentConfig) -> bool:
@@ -74,25 +115,33 @@ def _uses_backend(agent: AgentConfig) -> bool:
 
 class PolicyServicer(pol_grpc.PolicyServiceServicer):
     """Serves strategies over the backends; ``capacity`` bounds concurrent Play streams.
-    ``human_console``: where ``human`` players' moves come from (None: this server cannot seat
-    a human, and such a Begin is rejected). ``metrics``: where streams, acts, model calls,
-    retries and RPC errors are counted (default: a fresh ``Metrics`` with its own registry;
-    serve ``servicer.metrics.registry`` with ``moria.metrics.start_metrics_http``)."""
+    ``idle_timeout_s``: a Play stream that sends nothing for this many seconds (> 0) is ended
+    with DEADLINE_EXCEEDED and its slot freed. ``human_console``: where ``human`` players'
+    moves come from (None: this server cannot seat a human, and such a Begin is rejected).
+    ``metrics``: where streams, acts, model calls, retries and RPC errors are counted (default:
+    a fresh ``Metrics`` with its own registry; serve ``servicer.metrics.registry`` with
+    ``moria.metrics.start_metrics_http``). Raises ValueError for ``idle_timeout_s`` <= 0."""
 
     def __init__(self, *, drain: Drain, capacity: int = 256,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
                  human_console: HumanConsole | None = None, metrics: Metrics | None = None):
+        if not idle_timeout_s > 0:
+            raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s}")
         self.drain = drain
         self.human_console = human_console
         self.metrics = metrics if metrics is not None else Metrics()
         self.capacity = capacity
+        self.idle_timeout_s = idle_timeout_s
         self.active = 0
         self._backends: dict[str, Backend] = {}
 
     def backend_for(self, client: ClientConfig) -> Backend:
         """The shared backend for these client settings (created on first use), limited to
         ``client.max_concurrency`` in-flight calls. Episodes with the same endpoint and model
-        share it, so the limit is per endpoint. Raises ``BackendError``."""
-        key = json.dumps(client.model_dump(mode="json", exclude={"generate_kwargs"}),
+        share it, so the limit is per endpoint (``client.max_prompt_bytes`` is applied per
+        episode, by ``PromptCapped`` around it). Raises ``BackendError``."""
+        key = json.dumps(client.model_dump(mode="json",
+                                           exclude={"generate_kwargs", "max_prompt_bytes"}),
                          sort_keys=True)
         backend = self._backends.get(key)
         if backend is None:
@@ -113,13 +162,17 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         errors: list[str] = []
         if request.HasField("check_config"):
             try:
-                agent, client = parse_policy_config(dict_from_struct(request.check_config))
+                agent, client = await asyncio.to_thread(_parse_config_struct,
+                                                        request.check_config)
                 if _uses_backend(agent):
-                    problem = missing_api_key(client)
-                    if problem:
-                        errors.append(problem)
+                    errors.extend(client_problems(
+                        client, max_image_history=agent.max_image_history))
+                    if not errors:
+                        problem = await probe_endpoint(client)
+                        if problem:
+                            errors.append(bounded_message(problem))
             except ValueError as exc:
-                errors.append(str(exc))
+                errors.append(bounded_message(str(exc)))
         components = {}
         for pkg in ("llama_cpp_python", "openai", "anthropic", "google-genai", "vllm", "grpcio"):
             try:
@@ -137,7 +190,16 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
     async def Play(self, request_iterator: Any, context: Any) -> None:
         stream = _PlayStream(self, context)
         with self.metrics.rpc(POLICY_SERVICE, context):
-            await stream.serve()
+            try:
+                await stream.serve()
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                # What grpc.aio would send for it (UNKNOWN, "Unexpected <type>: <text>"), but
+                # with the text bounded: a strategy's exception may quote the request.
+                log.exception("Play stream failed")
+                await stream.abort(grpc.StatusCode.UNKNOWN,
+                                   f"Unexpected {type(exc)}: {exc}")
 
 
 class _Metered(Backend):
@@ -161,6 +223,8 @@ class _Metered(Backend):
 
 
 class _PlayStream:
+    """State of one Play stream: its strategy, token totals and capacity slot."""
+
     def __init__(self, server: PolicyServicer, context: Any):
         self.server = server
         self.context = context
@@ -170,16 +234,40 @@ class _PlayStream:
         self.uses_backend = False
         self.model = ""
         self.strategy_name = ""
+        self.claimed = False
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
-        await self.context.abort(code, message)
+        """End the stream with ``code`` and ``message`` (cut by ``bounded_message``), its
+        capacity slot given back first (a client that hears the status finds it free)."""
+        self.release()
+        await self.context.abort(code, bounded_message(message))
         raise AssertionError("unreachable")
 
+    def release(self) -> None:
+        """Give back the capacity slot (once)."""
+        if self.claimed:
+            self.claimed = False
+            self.server.active -= 1
+            self.server.metrics.active_streams.dec()
+
+    async def read(self) -> Any:
+        """The next request, or ``grpc.aio.EOF``. Ends the stream with DEADLINE_EXCEEDED,
+        having freed its slot, when nothing comes for ``idle_timeout_s``."""
+        limit = self.server.idle_timeout_s
+        try:
+            return await asyncio.wait_for(self.context.read(), timeout=limit)
+        except TimeoutError:
+            log.info("Play stream sent nothing for %gs: ended", limit)
+            await self.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                             f"Play stream sent nothing for {limit:g} s (the agent server's "
+                             "--idle-timeout) and was ended; send 'ping' to keep a begun "
+                             "stream alive while waiting")
+
     async def serve(self) -> None:
-        claimed = False
+        """Begin, then turns until End or the client hangs up."""
         try:
             while True:
-                request = await self.context.read()
+                request = await self.read()
                 if request is grpc.aio.EOF:
                     return
                 kind = request.WhichOneof("request")
@@ -195,7 +283,7 @@ class _PlayStream:
                                          f"policy capacity reached ({self.server.capacity})")
                     self.server.active += 1
                     self.server.metrics.active_streams.inc()
-                    claimed = True
+                    self.claimed = True
                     with self.server.drain.track():
                         await self.context.write(await self._begin(request.begin))
                         await self._turns()
@@ -203,13 +291,11 @@ class _PlayStream:
                 await self.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                  f"'{kind}' before 'begin': the first request must be begin")
         finally:
-            if claimed:
-                self.server.active -= 1
-                self.server.metrics.active_streams.dec()
+            self.release()
 
     async def _begin(self, begin: pol_pb.Begin) -> pol_pb.PlayResponse:
         try:
-            agent, client = parse_policy_config(dict_from_struct(begin.agent_config))
+            agent, client = await asyncio.to_thread(_parse_config_struct, begin.agent_config)
         except ValueError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent_config: {exc}")
         self.uses_backend = _uses_backend(agent)
@@ -219,7 +305,10 @@ class _PlayStream:
             if problem:
                 await self.abort(grpc.StatusCode.FAILED_PRECONDITION, problem)
             try:
-                backend = self.server.backend_for(client)
+                # the episode's prompts are checked against its cap before they wait for a
+                # slot of the shared backend (never closed through this wrapper)
+                backend = PromptCapped(self.server.backend_for(client), client.max_prompt_bytes,
+                                       provider=client.client_name)
             except BackendError as exc:
                 await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         space = begin.action_space
@@ -237,11 +326,12 @@ class _PlayStream:
         self.model = (f"{client.client_name}/{client.model_id or 'default'}"
                       if self.uses_backend else agent.type)
         self.strategy_name = agent.type
-        return pol_pb.PlayResponse(ready=pol_pb.Ready(strategy=agent.type, model=self.model))
+        return pol_pb.PlayResponse(ready=pol_pb.Ready(
+            strategy=agent.type, model=self.model, idle_timeout_s=self.server.idle_timeout_s))
 
     async def _turns(self) -> None:
         while True:
-            request = await self.context.read()
+            request = await self.read()
             if request is grpc.aio.EOF:
                 return
             kind = request.WhichOneof("request")
@@ -249,6 +339,8 @@ class _PlayStream:
                 act = await self._act(request.observe)
                 self.server.metrics.act(self.strategy_name)
                 await self.context.write(pol_pb.PlayResponse(act=act))
+            elif kind == "ping":  # reading it restarted the idle clock
+                await self.context.write(pol_pb.PlayResponse(pong=pol_pb.Pong()))
             elif kind == "end":
                 usage = _usage_proto(self.total, self.calls)
                 await self.context.write(pol_pb.PlayResponse(
@@ -256,12 +348,15 @@ class _PlayStream:
                 return
             else:
                 await self.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                                 f"'{kind}' after 'begin': expected observe or end")
+                                 f"'{kind}' after 'begin': expected observe, ping or end")
 
     async def _act(self, observe: pol_pb.Observe) -> pol_pb.Act:
         assert self.strategy is not None
         try:
-            turn = _turn_input(observe)
+            # CPU that grows with the Observe (a frame re-encoded as PNG, a large info
+            # Struct): in a worker thread, so other streams are answered meanwhile.
+            turn = await asyncio.to_thread(turn_input, observe,
+                                           keep_image=self.strategy.uses_images)
         except ValueError as exc:  # CodecError, or a Struct number with no JSON form
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed observe: {exc}")
         started = time.perf_counter()
@@ -270,7 +365,8 @@ class _PlayStream:
         except BackendError as exc:
             code = code_pb2.UNAVAILABLE if exc.retryable else code_pb2.FAILED_PRECONDITION
             log.warning("model call failed for good: %s", exc)
-            return pol_pb.Act(error=status_pb2.Status(code=code, message=str(exc)),
+            return pol_pb.Act(error=status_pb2.Status(code=code,
+                                                      message=bounded_message(str(exc))),
                               latency_s=time.perf_counter() - started, model=self.model)
         calls = 1 if self.uses_backend else 0
         self.total.add(decision.usage)
@@ -283,18 +379,30 @@ class _PlayStream:
                           prompt_json=decision.prompt_json, model=self.model)
 
 
-def _turn_input(observe: pol_pb.Observe) -> TurnInput:
-    """The strategy's view of one Observe. Raises ValueError (``CodecError`` among them) for
-    an image or tensor whose bytes disagree with its header, or an ``info`` Struct with no
-    JSON form (an infinite or NaN number)."""
+def turn_input(observe: pol_pb.Observe, *, keep_image: bool) -> TurnInput:
+    """The strategy's view of one Observe. CPU-bound for a large frame (PNG encoding of a
+    RAW_RGB frame): the Play handler calls it in a worker thread.
+
+    ``keep_image``: whether the strategy reads frames (``Strategy.uses_images``). When False
+    the observation's image is ignored (``image_png`` None, its bytes never looked at, so an
+    undecodable one is no error); when True it becomes PNG bytes (``moria.codecs.png_bytes``:
+    a RAW_RGB frame re-encoded, a PNG's header checked).
+
+    Raises ValueError (``CodecError`` among them) for a kept image or a tensor whose bytes
+    disagree with its header, or an ``info`` Struct with no JSON form (an infinite or NaN
+    number).
+    """
     obs = observe.observation
+    image_png = None
+    if keep_image and obs.HasField("image") and obs.image.data:
+        image_png = png_bytes(obs.image)
     last = observe.last_action_result
     has_last = observe.HasField("last_action_result")
     return TurnInput(
         step=int(observe.step),
         long_term_context=obs.text.get("long_term_context", ""),
         short_term_context=obs.text.get("short_term_context", ""),
-        image_png=png_bytes(obs.image) if obs.HasField("image") and obs.image.data else None,
+        image_png=image_png,
         legal_actions=list(obs.legal_actions),
         info=dict_from_struct(obs.info),
         last_valid=last.valid if has_last else True,

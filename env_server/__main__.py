@@ -11,6 +11,7 @@ from moria.metrics import serve_metrics_if_asked
 from moria.server import (
     Drain,
     MoriaServer,
+    add_idle_timeout_argument,
     add_server_arguments,
     run_until_signalled,
     server_main,
@@ -25,8 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated families to host; available: "
                         + ", ".join(sorted(FAMILIES)))
     parser.add_argument("--capacity", type=int, default=64, help="max concurrent sessions")
-    parser.add_argument("--idle-timeout", type=float, default=600.0,
-                        help="end sessions idle this long (seconds)")
+    add_idle_timeout_argument(parser, what="sessions")
     parser.add_argument("--workers", type=int, default=8, help="game thread-pool size")
     parser.add_argument("--isolate", default=None,
                         help="comma-separated families whose games run in worker processes "

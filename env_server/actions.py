@@ -12,6 +12,7 @@ from numbers import Integral
 from typing import Any
 
 from env_server.game import ActionInfo, AgentTransition, StepResult, SubmittedAction
+from moria.quoting import quote_names
 
 
 def resolve_action(
@@ -69,7 +70,8 @@ def single_agent_action(
     if done:
         raise RuntimeError("the episode is over; call reset() to start a new one")
     if len(actions) != 1 or agent_id not in actions:
-        raise ValueError(f"expected exactly one action, for {agent_id!r}; got {list(actions)}")
+        raise ValueError(f"expected exactly one action, for {agent_id!r}; got "
+                         f"{quote_names(actions, 10)}")
     return actions[agent_id]
 
 

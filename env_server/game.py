@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from moria.quoting import quote
+
 
 class TaskNotFoundError(KeyError):
     """Raised by ``Family.open`` for an unknown task; ``valid`` lists the accepted task names."""
@@ -30,8 +32,8 @@ class TaskNotFoundError(KeyError):
         self.valid = valid
 
     def __str__(self) -> str:
-        shown = ", ".join(self.valid[:60]) + (" ..." if len(self.valid) > 60 else "")
-        return f"unknown task {self.task!r}; valid tasks: {shown}"
+        shown = ", ".join(self.valid[:40]) + (" ..." if len(self.valid) > 40 else "")
+        return f"unknown task {quote(self.task, 128)}; valid tasks: {shown}"
 
 
 class GameOptionError(ValueError):

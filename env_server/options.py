@@ -11,6 +11,7 @@ from typing import Any
 
 from env_server.game import GameOptionError, GameOptions
 from env_server.single_agent import AGENT_ID as SINGLE_AGENT_ID
+from moria.quoting import quote, quote_names
 
 
 def pop_int(kwargs: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -19,7 +20,8 @@ def pop_int(kwargs: dict[str, Any], key: str, default: int, low: int, high: int)
         return default
     value = kwargs.pop(key)
     if isinstance(value, bool) or not isinstance(value, Real) or int(value) != value:
-        raise GameOptionError(f"{key}: must be an integer in [{low}, {high}], got {value!r}")
+        raise GameOptionError(
+            f"{key}: must be an integer in [{low}, {high}], got {quote(value, 64)}")
     number = int(value)
     if not low <= number <= high:
         raise GameOptionError(f"{key}: must be an integer in [{low}, {high}], got {number}")
@@ -32,7 +34,7 @@ def pop_bool(kwargs: dict[str, Any], key: str, default: bool) -> bool:
         return default
     value = kwargs.pop(key)
     if not isinstance(value, bool):
-        raise GameOptionError(f"{key}: must be true or false, got {value!r}")
+        raise GameOptionError(f"{key}: must be true or false, got {quote(value, 64)}")
     return value
 
 
@@ -42,7 +44,7 @@ def pop_choice(kwargs: dict[str, Any], key: str, default: str, allowed: tuple[st
         return default
     value = kwargs.pop(key)
     if value not in allowed:
-        raise GameOptionError(f"{key}: must be one of {', '.join(allowed)}; got {value!r}")
+        raise GameOptionError(f"{key}: must be one of {', '.join(allowed)}; got {quote(value, 64)}")
     return str(value)
 
 
@@ -50,7 +52,8 @@ def reject_unknown(kwargs: dict[str, Any], task: str, allowed: list[str]) -> Non
     """Raise for any key left in ``kwargs`` after the known ones were popped."""
     if kwargs:
         raise GameOptionError(
-            f"kwargs: unknown keys {sorted(kwargs)} for {task}; allowed: {', '.join(allowed)}"
+            f"kwargs: unknown keys {quote_names(sorted(kwargs), 10)} for {quote(task, 128)}; "
+            f"allowed: {', '.join(allowed)}"
         )
 
 
@@ -71,5 +74,6 @@ def step_limit(options: GameOptions, default: int) -> int:
     if limit is None:
         return default
     if isinstance(limit, bool) or not isinstance(limit, Real) or int(limit) != limit or limit < 1:
-        raise GameOptionError(f"max_steps: must be a positive integer or None, got {limit!r}")
+        raise GameOptionError(
+            f"max_steps: must be a positive integer or None, got {quote(limit, 64)}")
     return int(limit)

@@ -4,9 +4,15 @@ Session rules (see protos/moria/env/v1/env_service.proto):
 - the first request must be ``open``; anything else is FAILED_PRECONDITION;
 - at most ``capacity`` sessions are open at once; more get RESOURCE_EXHAUSTED;
 - while draining, new sessions get UNAVAILABLE; open ones run to completion;
-- a session idle for ``idle_timeout_s`` is ended with DEADLINE_EXCEEDED (the idle reaper);
+- a session that sends nothing for ``idle_timeout_s`` (default ``DEFAULT_IDLE_TIMEOUT_S``,
+  announced in ``OpenResponse.idle_timeout_s``) is ended with DEADLINE_EXCEEDED (the idle reaper);
+  ``ping`` keeps an open session alive while its client waits on a model;
+- every error message that quotes the request goes through ``moria.quoting`` and is cut to
+  ``MAX_ERROR_BYTES`` (``moria.server.bounded_message``), so a hostile request cannot make an
+  answer larger than itself;
 - an exception inside the game ends that session only, with INTERNAL;
-- game code runs on a thread pool, never on the event loop;
+- game code runs on a thread pool, never on the event loop, and so does turning its frames
+  into PNG (building observations and renders);
 - an Action text longer than ``max_action_chars`` (default 4096) is an invalid action, in band:
   the game applies its default action (see ``MAX_ACTION_CHARS``).
 """
@@ -40,6 +46,7 @@ from env_server.game import (
     GameOptionError,
     GameOptions,
     PlayerSpec,
+    StepResult,
     SubmittedAction,
     TaskNotFoundError,
 )
@@ -49,7 +56,8 @@ from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
 from moria.metrics import ENV_SERVICE, Metrics
-from moria.server import Drain
+from moria.quoting import quote, quote_names
+from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
 
 log = logging.getLogger("moria.env")
 T = TypeVar("T")
@@ -65,13 +73,14 @@ OVERSIZE_ACTION: SubmittedAction = -1
 
 class EnvServicer(env_grpc.EnvServiceServicer):
     """Hosts one or more families. ``capacity``: max concurrent sessions;
-    ``idle_timeout_s``: idle reaper limit; ``workers``: game thread-pool size; ``metrics``:
+    ``idle_timeout_s``: idle reaper limit (seconds, > 0); ``workers``: game thread-pool size;
+    ``metrics``:
     where open sessions, steps and RPC errors are counted (default: a fresh ``Metrics`` with
     its own registry; serve ``servicer.metrics.registry`` with
     ``moria.metrics.start_metrics_http``)."""
 
     def __init__(self, families: Sequence[str], *, drain: Drain, capacity: int = 64,
-                 idle_timeout_s: float = 600.0, workers: int = 8,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, workers: int = 8,
                  process_families: Sequence[str] | None = None,
                  metrics: Metrics | None = None,
                  max_action_chars: int = MAX_ACTION_CHARS):
@@ -84,6 +93,8 @@ class EnvServicer(env_grpc.EnvServiceServicer):
         if max_action_chars < 1:
             raise ValueError(f"max_action_chars must be >= 1, got {max_action_chars}")
         self.max_action_chars = max_action_chars
+        if not idle_timeout_s > 0:
+            raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s}")
         self.idle_timeout_s = idle_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="game")
         self._open = 0
@@ -108,9 +119,9 @@ class EnvServicer(env_grpc.EnvServiceServicer):
             names = [request.family] if request.family else sorted(self.families)
             unknown = [n for n in names if n not in self.families]
             if unknown:
-                await context.abort(grpc.StatusCode.NOT_FOUND,
-                                    f"family {unknown[0]!r} is not hosted here; hosted: "
-                                    + ", ".join(sorted(self.families)))
+                await context.abort(grpc.StatusCode.NOT_FOUND, bounded_message(
+                    f"family {quote(unknown[0], 64)} is not hosted here; hosted: "
+                    + ", ".join(sorted(self.families))))
             tasks = []
             for name in names:
                 infos = await self._run(self.families[name].list_tasks)
@@ -194,7 +205,11 @@ class _Session:
         self._tracked = None
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
-        await self.context.abort(code, message)
+        """End the stream with ``code`` and ``message`` (cut by ``bounded_message``). The
+        capacity slot is given back first, so a client that hears the status finds it free
+        (the game itself is closed right after, on the game pool)."""
+        self.release()
+        await self.context.abort(code, bounded_message(message))
         raise AssertionError("unreachable")  # context.abort raises
 
     async def serve(self) -> None:
@@ -203,24 +218,26 @@ class _Session:
                 request = await asyncio.wait_for(self.context.read(),
                                                  timeout=self.server.idle_timeout_s)
             except TimeoutError:
-                log.info("%s: idle for %.0fs, reaped", self.session_id,
-                         self.server.idle_timeout_s)
+                limit = self.server.idle_timeout_s
+                log.info("%s: idle for %gs, reaped", self.session_id, limit)
                 await self.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                 f"session idle for more than {self.server.idle_timeout_s:g}s")
+                                 f"session sent nothing for {limit:g} s (the env server's "
+                                 "--idle-timeout) and was ended; send 'ping' to keep an open "
+                                 "session alive while waiting")
             if request is grpc.aio.EOF:
                 return
             kind = request.WhichOneof("request")
             if kind is None:
                 await self.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                  "empty SessionRequest; set one of open, reset, step, render, "
-                                 "close")
+                                 "ping, close")
             if kind != "open" and self.game is None:
                 await self.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                  f"'{kind}' before 'open': the first request must be open")
             handler = getattr(self, f"_on_{kind}")
             try:
                 response = await handler(getattr(request, kind))
-            except CodecError as exc:
+            except CodecError as exc:  # its message quotes no more than a few numbers
                 await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             except Exception as exc:
                 if isinstance(exc, grpc.aio.AbortError):
@@ -259,30 +276,23 @@ class _Session:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         self.family_name = family.name
         self.obs = req.observation
-        self.options = GameOptions(
-            seed=req.seed,
-            players=[PlayerSpec(p.agent_id, p.role, _struct_arg(p.options, "players.options"))
-                     for p in req.players],
-            oracle=req.oracle,
-            render_image=req.observation.include_image,
-            feedback_on_invalid_action=req.observation.feedback_on_invalid_action,
-            max_steps=req.max_steps or None,
-            kwargs=_struct_arg(req.options, "options"),
-        )
+        # Struct decoding is linear in the request (a hostile one is large): off the loop.
+        self.options = await self.server._run(_game_options, req)
         try:
             self.game = await self.server._run(self.server.open_game, family, task, self.options)
         except TaskNotFoundError as exc:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except GameOptionError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        views = await self.server._run(self.game.reset, None)
+        agents = await self.server._run(_reset_game, self.game, None, self.obs)
         self._start_episode()
         log.debug("%s: opened %s:%s seed=%d", self.session_id, family.name, task, req.seed)
         return env_pb.SessionResponse(opened=env_pb.OpenResponse(
             session_id=self.session_id, family=family.name, task=task,
-            agents=start_to_proto(self.game, views, self.obs),
+            agents=agents,
             next_agents=self.next_agents, max_steps=self.game.max_steps,
-            metrics=struct_from_dict(self.game.metrics())))
+            metrics=struct_from_dict(self.game.metrics()),
+            idle_timeout_s=self.server.idle_timeout_s))
 
     def _start_episode(self) -> None:
         assert self.game is not None
@@ -293,10 +303,10 @@ class _Session:
 
     async def _on_reset(self, req: env_pb.ResetRequest) -> env_pb.SessionResponse:
         assert self.game is not None
-        views = await self.server._run(self.game.reset, req.seed or None)
+        agents = await self.server._run(_reset_game, self.game, req.seed or None, self.obs)
         self._start_episode()
         return env_pb.SessionResponse(reset=env_pb.ResetResponse(
-            agents=start_to_proto(self.game, views, self.obs), next_agents=self.next_agents,
+            agents=agents, next_agents=self.next_agents,
             max_steps=self.game.max_steps))
 
     async def _on_step(self, req: env_pb.StepRequest) -> env_pb.SessionResponse:
@@ -311,8 +321,10 @@ class _Session:
         if problem:
             return env_pb.SessionResponse(step=env_pb.StepResponse(
                 next_agents=self.next_agents, step=self.steps,
-                error=status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=problem)))
-        result = await self.server._run(self.game.step, actions)
+                error=status_pb2.Status(code=code_pb2.INVALID_ARGUMENT,
+                                        message=bounded_message(problem))))
+        result, observations = await self.server._run(_step_game, self.game, actions,
+                                                      self.steps + 1, self.obs)
         self.steps += 1
         self.server.metrics.step(self.family_name)
         self.next_agents = list(result.next_agents)
@@ -323,7 +335,7 @@ class _Session:
             self.returns[agent_id] = self.returns.get(agent_id, 0.0) + float(tr.reward)
             any_terminated |= tr.terminated
             response.agents[agent_id].CopyFrom(env_pb.AgentStep(
-                observation=to_obs(tr.view, step=self.steps, obs=self.obs),
+                observation=observations[agent_id],
                 reward=float(tr.reward), terminated=tr.terminated, truncated=tr.truncated,
                 action_result=types_pb2.ActionResult(
                     valid=tr.valid, applied_action=types_pb2.Action(text=tr.applied_action),
@@ -348,10 +360,13 @@ class _Session:
 
     async def _on_render(self, req: env_pb.RenderRequest) -> env_pb.SessionResponse:
         assert self.game is not None
-        frame = await self.server._run(self.game.render)
         encoding = req.encoding or types_pb2.IMAGE_ENCODING_PNG
-        return env_pb.SessionResponse(render=env_pb.RenderResponse(
-            image=image_from_rgb(frame, encoding)))
+        image = await self.server._run(_render_game, self.game, encoding)
+        return env_pb.SessionResponse(render=env_pb.RenderResponse(image=image))
+
+    async def _on_ping(self, req: env_pb.PingRequest) -> env_pb.SessionResponse:
+        """Nothing to do: reading the request already restarted the idle clock."""
+        return env_pb.SessionResponse(pong=env_pb.PingResponse())
 
     async def _on_close(self, req: env_pb.CloseRequest) -> env_pb.SessionResponse:
         assert self.game is not None
@@ -381,6 +396,43 @@ class _Session:
             tracked.__exit__(None, None, None)
 
 
+def _reset_game(game: Game, seed: int | None, obs: env_pb.ObservationOptions,
+                ) -> dict[str, env_pb.AgentStart]:
+    """``game.reset(seed)`` and each agent's start as sent (frames encoded here, so callers run
+    it on the game pool)."""
+    return start_to_proto(game, game.reset(seed), obs)
+
+
+def _step_game(game: Game, actions: dict[str, SubmittedAction], step: int,
+               obs: env_pb.ObservationOptions,
+               ) -> tuple[StepResult, dict[str, types_pb2.Observation]]:
+    """``game.step(actions)`` and each transition's observation as sent, for step number
+    ``step`` (frames encoded here, so callers run it on the game pool)."""
+    result = game.step(actions)
+    return result, {agent_id: to_obs(tr.view, step=step, obs=obs)
+                    for agent_id, tr in result.transitions.items()}
+
+
+def _render_game(game: Game, encoding: Any) -> types_pb2.Image:
+    """``game.render()`` encoded as ``encoding`` (on the game pool)."""
+    return image_from_rgb(game.render(), encoding)
+
+
+def _game_options(req: env_pb.OpenRequest) -> GameOptions:
+    """The game's options from an OpenRequest. Raises CodecError (INVALID_ARGUMENT) for a
+    Struct with no JSON form."""
+    return GameOptions(
+        seed=req.seed,
+        players=[PlayerSpec(p.agent_id, p.role, _struct_arg(p.options, "players.options"))
+                 for p in req.players],
+        oracle=req.oracle,
+        render_image=req.observation.include_image,
+        feedback_on_invalid_action=req.observation.feedback_on_invalid_action,
+        max_steps=req.max_steps or None,
+        kwargs=_struct_arg(req.options, "options"),
+    )
+
+
 def _struct_arg(struct: Any, name: str) -> dict[str, Any]:
     """A request's Struct field as a dict. Raises CodecError (INVALID_ARGUMENT) for a Struct
     that has no JSON form, e.g. a number that is infinite or NaN."""
@@ -391,13 +443,16 @@ def _struct_arg(struct: Any, name: str) -> dict[str, Any]:
 
 
 def _check_turn(actions: dict[str, SubmittedAction], due: list[str]) -> str:
-    """'' when ``actions`` has exactly the agents in ``due``; else what is wrong."""
-    extra = sorted(set(actions) - set(due))
+    """'' when ``actions`` has exactly the agents in ``due``; else what is wrong (the agent ids
+    quoted with ``quote_names``: at most 10 of each list, each cut)."""
+    due_set = set(due)
+    extra = sorted(a for a in actions if a not in due_set)
     missing = [a for a in due if a not in actions]
     if extra:
-        return f"actions for agents not due to act: {extra}; due now: {due}"
+        return (f"actions for {len(extra)} agent(s) not due to act: "
+                f"{quote_names(extra, 10)}; due now: {quote_names(due, 10)}")
     if missing:
-        return f"missing actions for agents due to act: {missing}"
+        return f"missing actions for agents due to act: {quote_names(missing, 10)}"
     return ""
 
 

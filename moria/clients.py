@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -161,6 +163,91 @@ class _Lockstep:
                 pass
             finally:
                 self._call.cancel()
+
+
+_log = logging.getLogger("moria.clients")
+
+#: A stream is pinged once it has been silent for this fraction of the idle timeout its server
+#: announced (``OpenResponse.idle_timeout_s``, ``Ready.idle_timeout_s``).
+PING_FRACTION = 0.25
+
+
+class KeptAlive(_Lockstep):
+    """The lockstep of one stream (an ``EnvSession`` or a ``PlayStream``, whose ``_stream`` it
+    replaces) with its requests taken one at a time and a ``ping`` sent whenever the stream has
+    been silent for ``interval`` seconds, until ``stop`` or the stream closes.
+
+    Every request of the client object goes through ``request``, the pings included, so a ping
+    never interleaves with the episode's own requests (or the llm-worker's renders). A ping
+    that fails stops the pinging: the episode's next request meets the same failure and
+    reports it.
+    """
+
+    def __init__(self, owner: EnvSession | PlayStream, ping: Any, interval: float) -> None:
+        super().__init__(owner._stream._call)
+        owner._stream = self
+        self._ping = ping
+        self._interval = interval
+        self._lock = asyncio.Lock()
+        self._last = time.monotonic()
+        self._task: asyncio.Task[None] | None = asyncio.create_task(self._beat())
+
+    async def request(self, message: Any) -> Any:
+        """Send ``message`` when no other request is in flight; returns its answer."""
+        async with self._lock:
+            try:
+                return await super().request(message)
+            finally:
+                self._last = time.monotonic()
+
+    async def _beat(self) -> None:
+        while not self.closed:
+            wait = self._last + self._interval - time.monotonic()
+            if self._lock.locked():  # a request in flight: its end restarts the clock
+                wait = max(wait, self._interval)
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                await self.request(self._ping)
+            except (grpc.RpcError, StreamClosedError):  # gone: its next request reports why
+                _log.debug("ping failed; no more pings on this stream", exc_info=True)
+                return
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop pinging. A ping in flight is given up to ``grace_s`` seconds to be answered
+        first, so that its answer is not left for the next request to read."""
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        try:
+            async with asyncio.timeout(grace_s):
+                await self._lock.acquire()
+        except TimeoutError:
+            task.cancel()
+        else:
+            task.cancel()
+            self._lock.release()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def aclose(self, grace_s: float = 2.0) -> None:
+        """Stop pinging, then close as ``_Lockstep.aclose``."""
+        await self.stop()
+        await super().aclose(grace_s)
+
+
+def keep_alive(owner: EnvSession | PlayStream, idle_timeout_s: float) -> KeptAlive | None:
+    """From now on, ping ``owner`` (an opened env session or a begun Play stream) whenever it
+    has been silent for ``PING_FRACTION`` of ``idle_timeout_s``, the seconds its server
+    announced (``OpenResponse.idle_timeout_s`` / ``Ready.idle_timeout_s``), until the stream is
+    closed or ``KeptAlive.stop``. Returns None, pinging nothing, when the server announced
+    none (0: a server from before ``ping``). Call it on the event loop that uses ``owner``."""
+    if not idle_timeout_s > 0:
+        return None
+    ping = (env_pb.SessionRequest(ping=env_pb.PingRequest()) if isinstance(owner, EnvSession)
+            else pol_pb.PlayRequest(ping=pol_pb.Ping()))
+    return KeptAlive(owner, ping, idle_timeout_s * PING_FRACTION)
 
 
 class EnvSession:

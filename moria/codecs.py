@@ -104,11 +104,37 @@ def rgb_from_image(image: types_pb2.Image) -> np.ndarray:
         raise CodecError(f"image data is not a decodable PNG: {exc}") from exc
 
 
+#: The 8 bytes every PNG file starts with.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
 def png_bytes(image: types_pb2.Image) -> bytes:
-    """The image as PNG bytes (re-encoding raw RGB when needed)."""
+    """The image as PNG bytes.
+
+    A RAW_RGB frame (exactly ``height * width * 3`` bytes) is re-encoded: CPU time grows with
+    the frame (tens of ms for 2048x2048), so servers call this off their event loop. PNG data
+    (``IMAGE_ENCODING_PNG`` or unspecified) is returned as is once its header is checked: the
+    PNG signature, an IHDR chunk first, and the IHDR size equal to ``width`` x ``height`` when
+    those are set. Pixel data is not decoded.
+
+    Raises CodecError for raw bytes that disagree with the size, an unknown encoding, or PNG
+    data without a PNG header (or of another size than the message says).
+    """
     if image.encoding == types_pb2.IMAGE_ENCODING_RAW_RGB:
         return image_from_rgb(rgb_from_image(image)).data
-    return bytes(image.data)
+    if image.encoding not in (types_pb2.IMAGE_ENCODING_PNG,
+                              types_pb2.IMAGE_ENCODING_UNSPECIFIED):
+        raise CodecError(f"image encoding {int(image.encoding)} is unknown; expected PNG or "
+                         "RAW_RGB")
+    data = bytes(image.data)
+    if not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR" or len(data) < 24:
+        raise CodecError(f"image data ({len(data)} bytes) is not a PNG: no PNG signature and "
+                         "IHDR header")
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if image.width > 0 and image.height > 0 and (width, height) != (image.width, image.height):
+        raise CodecError(f"PNG is {width}x{height} but the image says "
+                         f"{image.width}x{image.height}")
+    return data
 
 
 def struct_from_dict(data: dict[str, Any] | None) -> struct_pb2.Struct:

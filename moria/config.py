@@ -128,6 +128,14 @@ class ClientConfig(_Strict):
         ge=1,
         description="In-flight model calls per endpoint on one agent server; more wait.",
     )
+    max_prompt_bytes: int = Field(
+        default=1_000_000,
+        ge=1,
+        description="Largest prompt one model call may send: the UTF-8 bytes of every "
+        "message's text plus the PNG bytes of its images. A bigger prompt is never sent: the "
+        "episode ends as agent_error saying so (lower agent.max_text_history / "
+        "max_image_history, or raise this cap).",
+    )
 
     @field_validator("client_name", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ port and its credentials, and the health service stays open without a token (for
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -57,6 +58,30 @@ def grpc_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, 
 
 #: Channel/server options with the default message limit (message limits and keepalive).
 GRPC_OPTIONS: list[tuple[str, int]] = grpc_options()
+
+#: Default idle timeout of an env Session and of a policy Play stream (seconds): one that sends
+#: nothing for this long is ended with DEADLINE_EXCEEDED and its slot is freed, so a client that
+#: opens streams and walks away holds a server for a minute at most. Clients that wait on
+#: something else while a stream is open (the orchestrator while a model thinks) send the
+#: protocol's ``ping`` at a fraction of the timeout the server announces.
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+
+#: Longest error text a server sends (UTF-8 bytes), as a gRPC status message or an in-band
+#: ``google.rpc.Status``: below 2 KiB, far below the transport's limit on trailing metadata.
+MAX_ERROR_BYTES = 2000
+
+
+def bounded_message(message: str, limit: int = MAX_ERROR_BYTES) -> str:
+    """``message`` cut to at most ``limit`` UTF-8 bytes, ending ``… (+N bytes)`` when cut.
+
+    The last guard behind ``moria.quoting``: quoted client input is already bounded there, and
+    this keeps any other text (an exception from game or model code that echoes its input)
+    from making a status too large for the transport. Never splits a character."""
+    encoded = message.encode("utf-8", "replace")
+    if len(encoded) <= limit:
+        return message
+    kept = encoded[: max(0, limit - 32)].decode("utf-8", "ignore")
+    return f"{kept}… (+{len(encoded) - len(kept.encode('utf-8'))} bytes)"
 
 
 @dataclass
@@ -217,6 +242,28 @@ def add_server_arguments(parser: Any, *, default_address: str) -> None:
                         help="serve Prometheus /metrics over HTTP on this address (port 0 = "
                         "ephemeral; the bound address is printed as 'METRICS host:port' on "
                         "stderr); off when not given")
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def add_idle_timeout_argument(parser: Any, *, what: str) -> None:
+    """``--idle-timeout SECONDS`` (default ``DEFAULT_IDLE_TIMEOUT_S``): ``what`` (e.g. "Play
+    streams") that send nothing for this long are ended with DEADLINE_EXCEEDED."""
+    parser.add_argument(
+        "--idle-timeout", type=_positive_seconds, default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"end {what} that send nothing for this long with DEADLINE_EXCEEDED and free their "
+        f"slot (default {DEFAULT_IDLE_TIMEOUT_S:g}; the orchestrator pings open ones while it "
+        "waits on a model or the env, so a long model call is not idle)")
 
 
 def server_options_from_args(args: Any) -> dict[str, Any]:

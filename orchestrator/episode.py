@@ -5,6 +5,11 @@ Infrastructure faults (an env or policy server lost, draining, or crashed) raise
 ``InfrastructureFault`` so the scheduler can re-queue the episode. Agent mistakes never do: an
 invalid action is an in-band result, and a model that cannot answer ends the episode with
 ``agent_error``.
+
+Servers end a stream that stays silent for their idle timeout; while the episode waits on one
+server (a model thinking for minutes, the env stepping, another seat's turn, the llm-worker's
+next command) it pings its other streams (``keep_alive``) at ``PING_FRACTION`` of the timeout
+each server announced.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +26,15 @@ from typing import Any
 
 import grpc
 
-from moria.clients import EnvClient, EnvSession, PlayStream, PolicyClient, StreamClosedError
+from moria.clients import (
+    EnvClient,
+    EnvSession,
+    KeptAlive,
+    PlayStream,
+    PolicyClient,
+    StreamClosedError,
+    keep_alive,
+)
 from moria.codecs import dict_from_struct, struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES, policy_config_dict
@@ -46,6 +60,8 @@ _INFRA_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL,
                           grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
                           grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN})
 
+
+log = logging.getLogger("moria.episode")
 
 class InfrastructureFault(RuntimeError):
     """An env or policy server failed under the episode; the episode may be re-queued.
@@ -109,6 +125,7 @@ class Seat:
     last_result: types_pb2.ActionResult | None = None
     uses_model: bool = True
     label: str = ""
+    idle_timeout_s: float = 0.0
 
 
 @dataclass
@@ -157,6 +174,7 @@ class EpisodeDriver:
         self.end_reason: EndReason | None = None
         self.error = ""
         self.last_step: env_pb.StepResponse | None = None
+        self._kept_alive: list[KeptAlive] = []
 
     @property
     def done(self) -> bool:
@@ -172,12 +190,16 @@ class EpisodeDriver:
 
     async def start(self) -> env_pb.OpenResponse:
         """Open the game and begin every seat's player (within one step deadline); returns the
-        env's OpenResponse."""
+        env's OpenResponse. From then on, until ``finish``, every stream that waits is pinged
+        at ``PING_FRACTION`` of its server's idle timeout."""
         deadline = self.spec.eval.step_timeout_s
         try:
             async with asyncio.timeout(deadline):
                 opened = await open_env(self.session, self.plan, self.spec)
+                self._keep_alive(self.session, opened.idle_timeout_s)
                 await _begin_policies(opened, self.plan, self.spec, self.seats)
+                for seat in self.seats:
+                    self._keep_alive(seat.stream, seat.idle_timeout_s)
         except TimeoutError:
             raise InfrastructureFault(
                 f"opening the game missed the step deadline of {deadline:g} s") from None
@@ -240,9 +262,17 @@ class EpisodeDriver:
             self.end_reason = "truncated"
         return turns
 
+    def _keep_alive(self, owner: EnvSession | PlayStream, idle_timeout_s: float) -> None:
+        kept = keep_alive(owner, idle_timeout_s)
+        if kept is not None:
+            self._kept_alive.append(kept)
+
     async def finish(self, end_reason: str | None = None) -> None:
         """End every player's stream and close the env session (errors ignored: the servers
         may be gone). ``end_reason`` overrides the driver's (e.g. ``cancelled``)."""
+        kept, self._kept_alive = self._kept_alive, []
+        for stream in kept:
+            await stream.stop()
         await _finish(self.session, self.seats, end_reason or self.end_reason or "cancelled",
                       self.metrics, self.num_steps)
 
@@ -458,6 +488,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
             raise PlayerSetupError(f"the player of {agent_id} ({agent.type}) cannot start: "
                                    f"{exc}") from None
         seats[-1].label = player_label(ready.strategy, ready.model)
+        seats[-1].idle_timeout_s = ready.idle_timeout_s
 
 
 def player_label(strategy: str, model: str) -> str:

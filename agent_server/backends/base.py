@@ -95,14 +95,16 @@ class Completion:
 
 class BackendError(RuntimeError):
     """A model call failed for good (4xx, or retries exhausted). ``retryable`` tells whether the
-    last failure was of a retryable kind; ``status`` is the HTTP status when there was one."""
+    last failure was of a retryable kind; ``status`` is the HTTP status when there was one;
+    ``bad_key`` whether the provider refused the API key."""
 
     def __init__(self, message: str, *, provider: str, status: int | None = None,
-                 retryable: bool = False):
+                 retryable: bool = False, bad_key: bool = False):
         super().__init__(message)
         self.provider = provider
         self.status = status
         self.retryable = retryable
+        self.bad_key = bad_key
 
 
 class Backend(abc.ABC):
@@ -117,6 +119,13 @@ class Backend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections / model memory."""
+
+    async def probe(self) -> str | None:
+        """One cheap request to the model endpoint before any episode (preflight): a message
+        naming the endpoint and the provider's answer when the endpoint cannot be used
+        (unreachable, timed out, a bad API key), None when it answered or the backend has no
+        endpoint to ask (in-process models). Never raises for an endpoint failure."""
+        return None
 
 
 class ConcurrencyLimited(Backend):
@@ -147,6 +156,44 @@ class ConcurrencyLimited(Backend):
         finally:
             self.in_flight -= 1
             self._slots.release()
+
+    async def aclose(self) -> None:
+        """Close the wrapped backend."""
+        await self.inner.aclose()
+
+
+def prompt_bytes(messages: list[ChatMessage]) -> int:
+    """Size of a chat as ``client.max_prompt_bytes`` counts it: the UTF-8 bytes of every
+    message's text plus the bytes of every attached PNG (before any base64 a provider's wire
+    format adds)."""
+    return sum(len(m.content.encode("utf-8")) + sum(len(png) for png in m.images)
+               for m in messages)
+
+
+class PromptCapped(Backend):
+    """A backend that refuses prompts over ``limit`` bytes (``client.max_prompt_bytes``,
+    counted by ``prompt_bytes``) before they reach the wrapped backend, its concurrency slot or
+    the provider: ``complete`` raises a non-retryable ``BackendError`` naming the size, the cap
+    and what to lower, and the episode ends as ``agent_error``."""
+
+    def __init__(self, inner: Backend, limit: int, *, provider: str):
+        if limit < 1:
+            raise ValueError(f"prompt cap must be >= 1 byte, got {limit}")
+        self.inner = inner
+        self.name = inner.name
+        self.limit = limit
+        self.provider = provider
+
+    async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
+        """``inner.complete`` when the prompt fits. Raises ``BackendError`` (not retryable)
+        when it does not, and what ``inner`` raises."""
+        size = prompt_bytes(messages)
+        if size > self.limit:
+            raise BackendError(
+                f"prompt of {size} bytes exceeds client.max_prompt_bytes={self.limit}; lower "
+                "agent.max_text_history / max_image_history or raise the cap",
+                provider=self.provider)
+        return await self.inner.complete(messages, params)
 
     async def aclose(self) -> None:
         """Close the wrapped backend."""

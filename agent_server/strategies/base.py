@@ -28,6 +28,13 @@ class Strategy(abc.ABC):
         self.ctx = ctx
         self.backend = backend
 
+    @property
+    def uses_images(self) -> bool:
+        """Whether ``act`` reads ``TurnInput.image_png``. When False the server neither decodes
+        nor re-encodes the observation's image and passes ``image_png=None`` (an image that
+        would not decode is then no error either). Non-LLM players see no images."""
+        return False
+
     @abc.abstractmethod
     async def act(self, turn: TurnInput) -> Decision:
         """Choose the action for ``turn``.

@@ -39,6 +39,7 @@ from agent_server.strategies.llm import system_prompt
 from agent_server.strategies.naive import NaiveStrategy
 from agent_server.turn import DemoEpisode, EpisodeContext, TurnInput
 from moria.config import AgentConfig
+from moria.quoting import quote
 
 #: Opens the demonstration block.
 DEMO_START = "##### RECORDED DEMONSTRATIONS: START #####"
@@ -167,6 +168,8 @@ class FewShotStrategy(NaiveStrategy):
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         if not ctx.demonstrations:
             env, task = ctx.env_name or "<env>", ctx.task or "<task>"
+            if not (len(env) + len(task) <= 200 and f"{env}{task}".isprintable()):
+                env, task = quote(env, 64), quote(task, 128)  # no game has such a name
             raise ValueError(
                 f"few_shot got no demonstrations for {env}/{task}; record them with "
                 f"`moria record-demos --env {env} --tasks {task}` (eval.icl_episodes sets how "

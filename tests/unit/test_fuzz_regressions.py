@@ -56,22 +56,33 @@ async def test_open_with_an_infinite_struct_number_is_invalid_argument(where: st
         call.cancel()
 
 
-@pytest.mark.parametrize("observation", [
-    types_pb2.Observation(tensors={"grid": types_pb2.Tensor(dtype=0, shape=[2], data=b"ab")}),
-    types_pb2.Observation(tensors={"grid": types_pb2.Tensor(
-        dtype=types_pb2.DATA_TYPE_UINT8, shape=[3], data=b"ab")}),
-    types_pb2.Observation(image=types_pb2.Image(
+#: A player that keeps frames (so the server decodes them); its model is never called, as
+#: the malformed Observe fails first.
+IMAGE_PLAYER = {"agent": {"type": "naive", "max_image_history": 1},
+                "client": {"client_name": "vllm", "base_url": "http://127.0.0.1:9/v1",
+                           "model_id": "m"}}
+
+
+@pytest.mark.parametrize(("observation", "config"), [
+    (types_pb2.Observation(tensors={"grid": types_pb2.Tensor(dtype=0, shape=[2], data=b"ab")}),
+     {"agent": {"type": "dummy"}}),
+    (types_pb2.Observation(tensors={"grid": types_pb2.Tensor(
+        dtype=types_pb2.DATA_TYPE_UINT8, shape=[3], data=b"ab")}), {"agent": {"type": "dummy"}}),
+    (types_pb2.Observation(image=types_pb2.Image(
         encoding=types_pb2.IMAGE_ENCODING_RAW_RGB, width=2, height=2, data=b"xyz")),
-    types_pb2.Observation(info=_struct({"expert_action": float("inf")})),
+     IMAGE_PLAYER),
+    (types_pb2.Observation(info=_struct({"expert_action": float("inf")})),
+     {"agent": {"type": "dummy"}}),
 ], ids=["unset-dtype", "short-bytes", "raw-rgb-size", "infinite-info"])
 async def test_malformed_observe_is_invalid_argument(observation: types_pb2.Observation,
-                                                    ) -> None:
+                                                    config: dict[str, object]) -> None:
     """A malformed Observe used to escape the Play handler as an exception (UNKNOWN); now the
-    stream ends with INVALID_ARGUMENT and the stream slot is given back."""
+    stream ends with INVALID_ARGUMENT and the stream slot is given back. (An image is only
+    decoded for a player that keeps images: tests/integration/test_server_hardening.py.)"""
     async with policy_server(capacity=1) as pol:
         stub = pol_grpc.PolicyServiceStub(channel_for(pol.target))
         begin = pol_pb.Begin(agent_id="agent_0", agent_config=_struct(
-            {"agent": {"type": "dummy"}}), action_space=types_pb2.ActionSpace(
+            config), action_space=types_pb2.ActionSpace(
                 actions=[types_pb2.NamedAction(name="go forward")]))
         err = await _first_error(stub.Play(), [
             pol_pb.PlayRequest(begin=begin),

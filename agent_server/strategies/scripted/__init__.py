@@ -26,6 +26,7 @@ from agent_server.strategies.scripted.chess_bot import ChessBot
 from agent_server.strategies.scripted.go_bot import GoBot
 from agent_server.strategies.scripted.multigrid_bot import CollectBot, SoccerBot
 from agent_server.turn import Decision, EpisodeContext, TurnInput
+from moria.quoting import quote
 
 #: (env family, game) -> bot class
 BOTS: dict[tuple[str, str], type[Bot]] = {
@@ -68,8 +69,8 @@ def bot_class(env_name: str, task: str) -> type[Bot]:
     naming = GAME_NAMES.get(env_name)
     cls = BOTS.get((env_name, naming(task))) if naming else None
     if cls is None:
-        raise ValueError(f"agent type 'scripted' has no bot for env {env_name!r} task "
-                         f"{task!r}; supported: {supported()}")
+        raise ValueError(f"agent type 'scripted' has no bot for env {quote(env_name, 64)} "
+                         f"task {quote(task, 128)}; supported: {supported()}")
     return cls
 
 

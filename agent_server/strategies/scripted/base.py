@@ -8,6 +8,7 @@ import random
 import numpy as np
 
 from agent_server.turn import EpisodeContext, TurnInput
+from moria.quoting import quote_names
 
 
 class Bot(abc.ABC):
@@ -53,7 +54,7 @@ def tensor(turn: TurnInput, name: str, ndim: int) -> np.ndarray:
     """
     if name not in turn.tensors:
         raise ValueError(f"the scripted player needs the observation tensor {name!r}; "
-                         f"got tensors {sorted(turn.tensors)}")
+                         f"got tensors {quote_names(sorted(turn.tensors), 10) or 'none'}")
     array = turn.tensors[name]
     if array.ndim != ndim:
         raise ValueError(f"tensor {name!r} has shape {array.shape}; expected {ndim} dimensions")

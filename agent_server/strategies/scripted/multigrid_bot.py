@@ -21,6 +21,7 @@ from typing import Any
 
 from agent_server.strategies.scripted.base import Bot
 from agent_server.turn import EpisodeContext, TurnInput
+from moria.quoting import quote
 
 #: the package's direction order: a right turn goes one step forward in it
 FACINGS = ("EAST", "SOUTH", "WEST", "NORTH")
@@ -104,7 +105,8 @@ class GridBot(Bot):
         missing = [a for a in REQUIRED_ACTIONS if a not in ctx.action_names]
         if missing:
             raise ValueError(f"the scripted multigrid player needs the actions "
-                             f"{list(REQUIRED_ACTIONS)}; {ctx.task!r} lacks {missing}")
+                             f"{list(REQUIRED_ACTIONS)}; {quote(ctx.task, 128)} lacks "
+                             f"{missing}")
 
     def approach(self, view: View, target: Seen, reach: str) -> str:
         """The move toward ``target``; ``reach`` once it is directly in front of the agent."""

@@ -96,7 +96,7 @@ class AgentStart(_message.Message):
     def __init__(self, instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ...) -> None: ...
 
 class OpenResponse(_message.Message):
-    __slots__ = ("session_id", "family", "task", "agents", "next_agents", "max_steps", "metrics")
+    __slots__ = ("session_id", "family", "task", "agents", "next_agents", "max_steps", "metrics", "idle_timeout_s")
     class AgentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class OpenResponse(_message.Message):
     NEXT_AGENTS_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     family: str
     task: str
@@ -118,7 +119,8 @@ class OpenResponse(_message.Message):
     next_agents: _containers.RepeatedScalarFieldContainer[str]
     max_steps: int
     metrics: _struct_pb2.Struct
-    def __init__(self, session_id: _Optional[str] = ..., family: _Optional[str] = ..., task: _Optional[str] = ..., agents: _Optional[_Mapping[str, AgentStart]] = ..., next_agents: _Optional[_Iterable[str]] = ..., max_steps: _Optional[int] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    idle_timeout_s: float
+    def __init__(self, session_id: _Optional[str] = ..., family: _Optional[str] = ..., task: _Optional[str] = ..., agents: _Optional[_Mapping[str, AgentStart]] = ..., next_agents: _Optional[_Iterable[str]] = ..., max_steps: _Optional[int] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idle_timeout_s: _Optional[float] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("seed",)
@@ -209,6 +211,14 @@ class CloseRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PingRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PingResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class CloseResponse(_message.Message):
     __slots__ = ("episode_end",)
     EPISODE_END_FIELD_NUMBER: _ClassVar[int]
@@ -216,29 +226,33 @@ class CloseResponse(_message.Message):
     def __init__(self, episode_end: _Optional[_Union[_types_pb2.EpisodeEnd, _Mapping]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("open", "reset", "step", "render", "close")
+    __slots__ = ("open", "reset", "step", "render", "close", "ping")
     OPEN_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     RENDER_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    PING_FIELD_NUMBER: _ClassVar[int]
     open: OpenRequest
     reset: ResetRequest
     step: StepRequest
     render: RenderRequest
     close: CloseRequest
-    def __init__(self, open: _Optional[_Union[OpenRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., render: _Optional[_Union[RenderRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ...) -> None: ...
+    ping: PingRequest
+    def __init__(self, open: _Optional[_Union[OpenRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., render: _Optional[_Union[RenderRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., ping: _Optional[_Union[PingRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("opened", "reset", "step", "render", "closed")
+    __slots__ = ("opened", "reset", "step", "render", "closed", "pong")
     OPENED_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     RENDER_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    PONG_FIELD_NUMBER: _ClassVar[int]
     opened: OpenResponse
     reset: ResetResponse
     step: StepResponse
     render: RenderResponse
     closed: CloseResponse
-    def __init__(self, opened: _Optional[_Union[OpenResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., render: _Optional[_Union[RenderResponse, _Mapping]] = ..., closed: _Optional[_Union[CloseResponse, _Mapping]] = ...) -> None: ...
+    pong: PingResponse
+    def __init__(self, opened: _Optional[_Union[OpenResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., render: _Optional[_Union[RenderResponse, _Mapping]] = ..., closed: _Optional[_Union[CloseResponse, _Mapping]] = ..., pong: _Optional[_Union[PingResponse, _Mapping]] = ...) -> None: ...

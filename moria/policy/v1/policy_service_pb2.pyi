@@ -97,23 +97,35 @@ class End(_message.Message):
     episode_end: _types_pb2.EpisodeEnd
     def __init__(self, episode_end: _Optional[_Union[_types_pb2.EpisodeEnd, _Mapping]] = ...) -> None: ...
 
+class Ping(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Pong(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class PlayRequest(_message.Message):
-    __slots__ = ("begin", "observe", "end")
+    __slots__ = ("begin", "observe", "end", "ping")
     BEGIN_FIELD_NUMBER: _ClassVar[int]
     OBSERVE_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    PING_FIELD_NUMBER: _ClassVar[int]
     begin: Begin
     observe: Observe
     end: End
-    def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., observe: _Optional[_Union[Observe, _Mapping]] = ..., end: _Optional[_Union[End, _Mapping]] = ...) -> None: ...
+    ping: Ping
+    def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., observe: _Optional[_Union[Observe, _Mapping]] = ..., end: _Optional[_Union[End, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ...) -> None: ...
 
 class Ready(_message.Message):
-    __slots__ = ("strategy", "model")
+    __slots__ = ("strategy", "model", "idle_timeout_s")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     strategy: str
     model: str
-    def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    idle_timeout_s: float
+    def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ..., idle_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Act(_message.Message):
     __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error", "stop_reason", "attempts", "prompt_json", "model")
@@ -146,11 +158,13 @@ class Ended(_message.Message):
     def __init__(self, total_usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class PlayResponse(_message.Message):
-    __slots__ = ("ready", "act", "ended")
+    __slots__ = ("ready", "act", "ended", "pong")
     READY_FIELD_NUMBER: _ClassVar[int]
     ACT_FIELD_NUMBER: _ClassVar[int]
     ENDED_FIELD_NUMBER: _ClassVar[int]
+    PONG_FIELD_NUMBER: _ClassVar[int]
     ready: Ready
     act: Act
     ended: Ended
-    def __init__(self, ready: _Optional[_Union[Ready, _Mapping]] = ..., act: _Optional[_Union[Act, _Mapping]] = ..., ended: _Optional[_Union[Ended, _Mapping]] = ...) -> None: ...
+    pong: Pong
+    def __init__(self, ready: _Optional[_Union[Ready, _Mapping]] = ..., act: _Optional[_Union[Act, _Mapping]] = ..., ended: _Optional[_Union[Ended, _Mapping]] = ..., pong: _Optional[_Union[Pong, _Mapping]] = ...) -> None: ...
