@@ -20,7 +20,11 @@ index only, so every pairing plays the same seeds, and a rerun resumes: finished
 kept. With no endpoints, one local stack (env and agent server) serves the whole tournament.
 
 Results come from the episode files only (``stats.outcome`` per agent id). Games that did not
-end normally (agent or env errors) are listed but count for nobody. The standings give games,
+end normally (agent or env errors) are listed but count for nobody: they never enter the
+standings, the matrix or the ratings. Whether the tournament succeeded is decided by
+``orchestrator.outcome`` over every match's episode records (``TournamentResult.verdict``):
+``moria tournament`` exits 0 when every game was scored, 1 when any failed, naming how many
+and the first distinct errors. The standings give games,
 wins, draws, losses, the win rate (a draw counts half) with its 95% Wilson interval, and an
 openskill Plackett-Luce rating (mu, sigma, ordinal = mu - 3 sigma) from the games fed in a
 fixed order: by pairing, then seed, then seat order. ``tournament.json`` (every number and
@@ -47,6 +51,7 @@ from rich.table import Table
 
 from moria.config import ClientConfig
 from orchestrator import mosaic
+from orchestrator.outcome import MAX_DISTINCT_ERRORS, RunVerdict, verdict
 from orchestrator.ratings import OUTCOME_SCORE, Rating, rate_games, wilson_interval
 from orchestrator.spec import (
     EndpointsConfig,
@@ -228,7 +233,10 @@ class Standing:
 class TournamentResult:
     """What ``run_tournament`` produced: standings (best first), the pairwise matrix
     (``matrix[a][b]``: games and win rate of ``a`` against ``b``), every game in rating order,
-    and counts of this invocation (``ran`` episodes played now, ``errors`` messages)."""
+    the verdict over every match's episode records (``match_verdicts``: planned games, scored,
+    failed by end reason, first distinct errors, each prefixed by ``<env>/<match
+    folder>/<task>#<index>``), and counts of this invocation (``ran`` episodes played now,
+    ``errors`` messages)."""
 
     spec: TournamentSpec
     standings: list[Standing]
@@ -236,11 +244,36 @@ class TournamentResult:
     games: list[Game]
     ran: int = 0
     errors: list[str] = field(default_factory=list)
+    verdict: RunVerdict = field(default_factory=lambda: RunVerdict(planned=0, scored=0))
 
     @property
     def unscored(self) -> list[Game]:
         """Games that did not end normally (they count for nobody)."""
         return [g for g in self.games if not g.scored]
+
+    @property
+    def succeeded(self) -> bool:
+        """True when every game was scored: the verdict succeeded and every game has a
+        result for both players."""
+        return self.verdict.succeeded and not self.unscored
+
+    @property
+    def exit_code(self) -> int:
+        """``moria tournament``'s exit code: 0 when every game was scored, else 1."""
+        return 0 if self.succeeded else 1
+
+    def describe_failures(self) -> str:
+        """The verdict's headline and first distinct errors, plus the games that ended
+        normally but hold no result for both seats (``no_outcome``); empty when every game
+        was scored."""
+        if self.succeeded:
+            return ""
+        lines = [self.verdict.describe()]
+        odd = [g for g in self.unscored if g.status == "no_outcome"]
+        if odd:
+            lines.append(f"{len(odd)} game(s) ended without a result for both seats:")
+            lines += [f"  {g.episode_file}: {g.error}" for g in odd[:MAX_DISTINCT_ERRORS]]
+        return "\n".join(lines)
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -366,7 +399,8 @@ def collect_results(spec: TournamentSpec) -> TournamentResult:
 
     Games are ordered by pairing, then seed index, then seat order, and fed to the ratings in
     that order. A missing or unreadable file, or a game that did not end normally, is kept
-    with its ``status`` and counts for nobody.
+    with its ``status`` and counts for nobody. The result's ``verdict`` is
+    ``tournament_verdict``.
     """
     from orchestrator.results import episode_paths
 
@@ -390,7 +424,25 @@ def collect_results(spec: TournamentSpec) -> TournamentResult:
     for rank, standing in enumerate(standings, 1):
         standing.rank = rank
     return TournamentResult(spec=spec, standings=standings, matrix=_matrix(names, games),
-                            games=games)
+                            games=games, verdict=tournament_verdict(spec))
+
+
+def tournament_verdict(spec: TournamentSpec) -> RunVerdict:
+    """``orchestrator.outcome.verdict`` over every match's episode records, for every planned
+    game of every match. Each game is named ``<env>/<match folder>/<task>#<index>`` (its
+    match's records are relabelled so that the same seed index of two matches stays two
+    games), so distinct errors are counted over the whole tournament."""
+    from orchestrator.results import load_episodes
+
+    records = []
+    planned: list[tuple[str, str, int]] = []
+    for match in schedule(spec):
+        run = run_spec_for(spec, match)
+        prefix = f"{match.directory}/"
+        records += [r.model_copy(update={"task": prefix + r.task})
+                    for r in load_episodes(run.eval.output_dir)]
+        planned += [(env, prefix + task, index) for env, task, index in run.episodes()]
+    return verdict(records, planned)
 
 
 def _read_game(spec: TournamentSpec, match: Match, index: int, path: Path) -> Game:
@@ -469,6 +521,8 @@ def result_document(result: TournamentResult) -> dict[str, Any]:
         "matrix": result.matrix,
         "games": [g.as_json() for g in result.games],
         "unscored_games": len(result.unscored),
+        "outcome": {**result.verdict.as_json(), "state": "succeeded" if result.succeeded
+                    else "failed", "exit_code": result.exit_code},
     }
 
 
@@ -546,4 +600,7 @@ def render_markdown(result: TournamentResult) -> str:
     if result.unscored:
         lines += ["", f"{len(result.unscored)} game(s) did not end normally and count for "
                   "nobody (see tournament.json; rerun to retry them)."]
+        if result.verdict.errors:
+            lines += ["", "First distinct errors:", ""]
+            lines += [f"- {error}" for error in result.verdict.errors]
     return "\n".join(lines) + "\n"

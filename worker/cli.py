@@ -4,8 +4,14 @@ contract.
 Without ``--env-endpoint`` / ``--policy-endpoint`` the worker starts the local stack (env and
 agent servers as child processes, logs under ``<telemetry-dir>/logs/<run_id>/``). With
 ``--agent-type human`` the worker's player runs on an in-process policy server whose human
-console is fed by the interactive protocol. Exit codes: 0 done, 1 run failed, 2 bad settings,
-130 interrupted.
+console is fed by the interactive protocol.
+
+The run's outcome is decided by ``orchestrator.outcome`` over the worker's episode records:
+exit 0 when every episode was scored (ended ``terminated`` or ``truncated``), 1 when any
+failed (``agent_error``; ``env_error`` when a server failed under it; an autonomous run's
+episodes never played), printing the count and the first distinct errors; 2 for bad settings,
+refused before the first episode (the preflight opens the first game and begins every seat's
+player once); 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import secrets
 import signal
 import sys
@@ -26,18 +33,22 @@ from typing import IO, Any
 
 import grpc
 from rich.console import Console
+from rich.markup import escape
 
-from moria.clients import PolicyClient, close_channels
-from moria.config import API_KEY_ENV, CLIENT_ALIASES, policy_config_dict
+from moria.clients import PolicyClient, StreamClosedError, close_channels
+from moria.config import API_KEY_ENV, CLIENT_ALIASES, NON_MODEL_AGENT_TYPES, policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.server import Drain, MoriaServer
+from orchestrator.episode import EpisodeSetupError, InfrastructureFault, PlayerSetupError
+from orchestrator.outcome import RunVerdict
+from orchestrator.records import EpisodeRecord
 from orchestrator.spec import TasksConfig
 from orchestrator.stack import LocalStack, StackError
 from worker.config import WorkerConfigError, WorkerSettings, load_settings
 from worker.human import QueueConsole
 from worker.protocol import JsonLineWriter, Protocol, serve, stdin_lines
 from worker.selector import ActionSelector
-from worker.session import GameSession, Targets, probe_agents
+from worker.session import CommandError, GameSession, Targets, probe_agents, rehearse
 from worker.telemetry import WorkerTelemetry
 
 log = logging.getLogger("moria.worker")
@@ -167,11 +178,48 @@ async def _servers(settings: WorkerSettings, console: QueueConsole | None,
             await close_channels()
 
 
+#: Config keys the policy server's messages name -> the worker flag that sets them.
+_CONFIG_FLAGS: dict[str, str] = {
+    "agent.max_image_history": "--max-image-history", "agent.checkpoint": "--checkpoint",
+    "agent.type": "--agent-type", "client.client_name": "--client", "client.model_id": "--model",
+    "client.base_url": "--base-url", "agent.max_text_history": "--max-text-history",
+}
+_CONFIG_KEY = re.compile(r"\b(agent|client)\.(\w+)(=\S*)?")
+
+
+def _in_flags(message: str) -> str:
+    """``message`` with the config keys the worker sets by flags written as those flags
+    (``agent.max_image_history=0`` -> ``--max-image-history 0``)."""
+    def flag(match: re.Match[str]) -> str:
+        name = _CONFIG_FLAGS.get(f"{match[1]}.{match[2]}")
+        if name is None:
+            return match[0]
+        value = (match[3] or "")[1:]
+        return f"{name} {value}" if value else name
+    return _CONFIG_KEY.sub(flag, message)
+
+
+def _player_flags(settings: WorkerSettings, own: bool) -> str:
+    """The flags that chose a seat's player: the worker's own (``own``) or the opponents'."""
+    kind = settings.agent_type if own else settings.opponent
+    flags = f"--agent-type {kind}" if own else f"--opponent {kind}"
+    if kind == "rl":
+        flags += f" --checkpoint {settings.checkpoint}"
+    elif kind not in NON_MODEL_AGENT_TYPES:
+        flags += f" with --client {settings.client_name}"
+    return flags
+
+
 async def _preflight(settings: WorkerSettings, targets: Targets) -> tuple[str, str]:
-    """The task and the worker's agent id, checked against the env and policy servers.
+    """The task and the worker's agent id, checked against the env and policy servers: the
+    task and seat exist, each player's config passes the policy server's check (GetInfo
+    ``config_errors``), and the first game opens with every seat's player begun (a player
+    that cannot play this game is refused at its Begin).
 
     Raises WorkerConfigError naming the flag (unknown task, unknown agent id, missing API key,
-    bad agent settings).
+    bad agent settings, an rl checkpoint for another task, frames for a model that takes no
+    images), one line. Raises InfrastructureFault / ``grpc.aio.AioRpcError`` when a server
+    fails.
     """
     task = settings.task or TasksConfig().for_env(settings.family)[0]
     request = env_pb.OpenRequest(task=f"{settings.family}:{task}", seed=settings.seed,
@@ -193,8 +241,17 @@ async def _preflight(settings: WorkerSettings, targets: Targets) -> tuple[str, s
     for target, agent, flag in checks:
         info = await PolicyClient(target).get_info(check_config=policy_config_dict(agent, client))
         if info.config_errors:
-            raise WorkerConfigError(f"{flag} {agent.type} with --client {client.client_name}: "
-                                    + "; ".join(info.config_errors))
+            raise WorkerConfigError(_in_flags(
+                f"{flag} {agent.type} with --client {client.client_name}: "
+                + "; ".join(info.config_errors)))
+    try:
+        await rehearse(settings, task, agent_id, targets)
+    except PlayerSetupError as exc:
+        own = f"the player of {agent_id} (" in str(exc)
+        raise WorkerConfigError(_in_flags(f"{_player_flags(settings, own)}: {exc}")) from None
+    except EpisodeSetupError as exc:
+        raise WorkerConfigError(f"--env {settings.env_name} --task {task}: the env refuses "
+                                f"these settings: {exc}") from None
     return task, agent_id
 
 
@@ -220,6 +277,12 @@ async def run_worker(settings: WorkerSettings, out: IO[str]) -> int:
             except WorkerConfigError as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2
+            except (InfrastructureFault, StreamClosedError, grpc.aio.AioRpcError) as exc:
+                message = _server_failure(exc)
+                print(f"error: a server failed before the first episode: {message}",
+                      file=sys.stderr)
+                telemetry.event("run_failed", error=f"preflight: {message}")
+                return 1
             game = GameSession(settings, task, agent_id, targets, telemetry, console=console)
             telemetry.event("run_started", **_run_fields(settings, task, agent_id))
             heartbeat = asyncio.create_task(_heartbeat(telemetry, settings.heartbeat_s, game))
@@ -233,11 +296,21 @@ async def run_worker(settings: WorkerSettings, out: IO[str]) -> int:
                     finally:
                         await game.abandon()
                         await selector.close()
+                    outcome = game.verdict()
                     telemetry.event("run_completed", episodes=game.episodes_started,
-                                    ended_by=how)
+                                    ended_by=how, outcome=outcome.as_json())
+                    _report(outcome)
+                    return outcome.exit_code
+                stopped_by, unfinished = await _autonomous(settings, game)
+                outcome = game.verdict(game.planned(), unfinished)
+                if stopped_by:
+                    telemetry.event("run_failed", error=stopped_by,
+                                    episodes=game.episodes_started, outcome=outcome.as_json())
                 else:
-                    await _autonomous(settings, game)
-                    telemetry.event("run_completed", episodes=game.episodes_started)
+                    telemetry.event("run_completed", episodes=game.episodes_started,
+                                    outcome=outcome.as_json())
+                _report(outcome, _mean_reward(game))
+                return outcome.exit_code
             except (asyncio.CancelledError, KeyboardInterrupt):
                 await game.abandon()
                 telemetry.event("run_cancelled", episodes=game.episodes_started)
@@ -255,7 +328,35 @@ async def run_worker(settings: WorkerSettings, out: IO[str]) -> int:
         if heartbeat is not None:
             heartbeat.cancel()
         telemetry.close()
-    return 0
+
+
+def _server_failure(exc: BaseException) -> str:
+    """One line for a server that failed (a gRPC status with its details, or the message)."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return str(exc) or type(exc).__name__
+
+
+def _mean_reward(game: GameSession) -> str:
+    """The worker's seat's mean total reward over the scored episodes (failed ones are never
+    averaged), or a note that none was scored."""
+    scored = [r.episode_return for r in game.records if r.scored]
+    if not scored:
+        return "no episode scored"
+    return f"mean reward {sum(scored) / len(scored):.3f} over {len(scored)} scored episode(s)"
+
+
+def _report(outcome: RunVerdict, detail: str = "") -> None:
+    """The run's outcome on stderr, last: ``done: <headline>`` or ``failed: <headline>`` and
+    the first distinct errors."""
+    if outcome.succeeded:
+        if outcome.planned == 0:
+            print("done: no episode was played", file=sys.stderr)
+        else:
+            print(f"done: {outcome.headline()}" + (f"; {detail}" if detail else ""),
+                  file=sys.stderr)
+        return
+    print(f"failed: {outcome.describe()}", file=sys.stderr)
 
 
 def _run_fields(settings: WorkerSettings, task: str, agent_id: str) -> dict[str, Any]:
@@ -276,16 +377,28 @@ async def _heartbeat(telemetry: WorkerTelemetry, every_s: float, game: GameSessi
                         step=episode.driver.num_steps if episode else 0)
 
 
-async def _autonomous(settings: WorkerSettings, game: GameSession) -> None:
-    console = Console(stderr=True)
-    total = 0.0
+async def _autonomous(settings: WorkerSettings, game: GameSession,
+                      ) -> tuple[str, list[EpisodeRecord]]:
+    """Play ``--num-episodes`` episodes, a progress line each. A failed episode (a player's
+    error) is recorded and the run goes on; a server failing under an episode stops the run.
+
+    Returns ``("", [])`` when every episode was played, else (why the run stopped, the
+    stopped episode's ``env_error`` record, for the verdict only: it is not written)."""
+    console = Console(stderr=True, highlight=False)
     for index in range(settings.num_episodes):
-        record = await game.play_episode()
-        total += record["total_reward"]
+        try:
+            record = await game.play_episode()
+        except (CommandError, InfrastructureFault, StreamClosedError,
+                grpc.aio.AioRpcError) as exc:
+            message = _server_failure(exc)
+            console.print(f"[red]episode {index + 1}/{settings.num_episodes} stopped:[/] "
+                          f"{escape(message)}; the run stops here")
+            failed = game.failed_record(message)
+            await game.abandon()
+            return message, [failed] if failed is not None else []
         console.print(f"[bold]{record['episode_id']}[/] ({index + 1}/{settings.num_episodes}) "
                       f"reward {record['total_reward']:.2f}, {record['num_steps']} steps, "
                       f"{record['end_reason']}, {record['llm_calls']} model calls")
         if record.get("error"):
-            console.print(f"  [red]error:[/] {record['error']}")
-    console.print(f"done: {settings.num_episodes} episode(s), mean reward "
-                  f"{total / settings.num_episodes:.3f}")
+            console.print(f"  [red]error:[/] {escape(record['error'])}")
+    return "", []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from moria.clients import PlayStream, PolicyClient
+from moria.clients import PlayStream, PolicyClient, keep_alive
 from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.config import policy_config_dict
@@ -110,6 +110,8 @@ class ActionSelector:
             agent_config=struct_from_dict(policy_config_dict(agent, client)),
             env_name=self.settings.family, task=game_name))
         self._begun += 1
+        # the stream waits between the caller's commands: ping it within the server's limit
+        keep_alive(stream, ready.idle_timeout_s)
         self.players[player_id] = _Player(stream, game_name)
         return {"type": "agent_ready", "player_id": player_id, "game_name": game_name,
                 "agent_type": ready.strategy, "model": ready.model}

@@ -5,13 +5,18 @@ The worker's player sits on ``agent_id``; the other seats are played by ``--oppo
 players. A ``step`` plays the worker's turn, then the opponents' turns until it is the worker's
 turn again (or the episode ends), so each ``step`` command is exactly one move of the worker's
 player. Every agent turn is written to the steps telemetry; the episode record counts the
-worker's player (reward, model calls, tokens).
+worker's player (reward, model calls, tokens). Every finished episode is also kept as an
+``orchestrator.records.EpisodeRecord`` (``GameSession.records``), from which
+``GameSession.verdict`` decides the run's outcome (``orchestrator.outcome``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +31,10 @@ from orchestrator.episode import (
     InfrastructureFault,
     Turn,
     observation_text,
+    rehearse_start,
 )
+from orchestrator.outcome import RunVerdict, verdict
+from orchestrator.records import EpisodeRecord
 from orchestrator.spec import EnvsConfig, EvalConfig, PlayerConfig, RunSpec
 from worker.config import WorkerSettings
 from worker.human import QueueConsole
@@ -97,6 +105,8 @@ class GameSession:
         self.console = console
         self.human = settings.agent_type == "human"
         self.episodes_started = 0
+        #: Every finished episode, in the order they ended (what the outcome is decided on).
+        self.records: list[EpisodeRecord] = []
         self._episode: _Episode | None = None
         self.spec = self.run_spec()
 
@@ -106,18 +116,31 @@ class GameSession:
         return self._episode
 
     def run_spec(self) -> RunSpec:
-        """The run spec of the worker's games: the opponents play with the run's ``agent``;
-        the worker's seat has its own ``players`` entry (agent, role, coordination level,
-        observation mode); one ``client`` for every seat."""
-        s = self.settings
-        seat = PlayerConfig(agent=s.agent_config(), role=s.role or "",
-                            coordination_level=s.coordination_level,
-                            observation_mode=s.observation_mode)
-        return RunSpec(agent=s.opponent_config(), client=s.client_config(),
-                       envs=EnvsConfig(names=s.family),
-                       eval=EvalConfig(max_steps_per_episode=s.max_steps,
-                                       feedback_on_invalid_action=True),
-                       players={self.agent_id: seat})
+        """The run spec of the worker's games (``worker_run_spec``)."""
+        return worker_run_spec(self.settings, self.agent_id)
+
+    def planned(self) -> list[tuple[str, str, int]]:
+        """The episode keys ``(env, task, index)`` of an autonomous run (``--num-episodes``)."""
+        return [(self.settings.family, self.task, i) for i in range(self.settings.num_episodes)]
+
+    def verdict(self, planned: Iterable[tuple[str, str, int]] | None = None,
+                extra: Iterable[EpisodeRecord] = ()) -> RunVerdict:
+        """The run's outcome over the finished episodes (plus ``extra`` records: episodes that
+        failed without finishing) for the ``planned`` keys; None: the finished episodes are
+        the plan (interactive mode)."""
+        return verdict([*self.records, *extra], planned)
+
+    def failed_record(self, error: str) -> EpisodeRecord | None:
+        """An ``env_error`` record (for the verdict only, never written to the telemetry) of
+        the current episode when a server failed under it before it finished; None when there
+        is no current episode or it finished."""
+        ep = self._episode
+        if ep is None or ep.recorded:
+            return None
+        return EpisodeRecord(run_id=self.telemetry.run_id, env=self.settings.family,
+                             task=self.task, episode_index=ep.index, seed=ep.seed,
+                             end_reason="env_error", error=error,
+                             num_steps=ep.driver.num_steps)
 
     def _plan(self, index: int, seed: int) -> EpisodePlan:
         human = ({self.agent_id: self.targets.human} if self.human and self.targets.human
@@ -323,6 +346,10 @@ class GameSession:
             record["error"] = ep.error
         if not ep.recorded:
             self.telemetry.episode(record)
+            self.records.append(EpisodeRecord(
+                run_id=self.telemetry.run_id, env=self.settings.family, task=self.task,
+                episode_index=ep.index, seed=ep.seed, end_reason=record["end_reason"],
+                error=ep.error, episode_return=reward, num_steps=driver.num_steps))
             ep.recorded = True
         return {"type": "episode_done", "run_id": self.telemetry.run_id, **record}
 
@@ -334,6 +361,52 @@ class GameSession:
             if self.console is not None:
                 self.console.discard()
             await ep.driver.finish("cancelled")
+
+
+def worker_run_spec(settings: WorkerSettings, agent_id: str) -> RunSpec:
+    """The run spec of the worker's games: the opponents play with the run's ``agent``; the
+    worker's seat (``agent_id``) has its own ``players`` entry (agent, role, coordination
+    level, observation mode); one ``client`` for every seat."""
+    s = settings
+    seat = PlayerConfig(agent=s.agent_config(), role=s.role or "",
+                        coordination_level=s.coordination_level,
+                        observation_mode=s.observation_mode)
+    return RunSpec(agent=s.opponent_config(), client=s.client_config(),
+                   envs=EnvsConfig(names=s.family),
+                   eval=EvalConfig(max_steps_per_episode=s.max_steps,
+                                   feedback_on_invalid_action=True),
+                   players={agent_id: seat})
+
+
+async def rehearse(settings: WorkerSettings, task: str, agent_id: str, targets: Targets,
+                   ) -> None:
+    """Open the worker's first game with its real options and begin (then end) every seat's
+    player on its policy server, playing no move: a player that cannot play this game (an rl
+    checkpoint trained for another task, frames for a model that takes no images, a scripted
+    bot for another game) is refused here, before the first episode.
+
+    Raises ``orchestrator.episode.PlayerSetupError`` (a policy refuses its seat; the message
+    names the seat), ``EpisodeSetupError`` (the env refuses the options) or
+    ``InfrastructureFault`` (a server is lost, or no answer within ``eval.step_timeout_s``).
+    """
+    human = ({agent_id: targets.human} if settings.agent_type == "human" and targets.human
+             else {})
+    run_id = settings.run_id or "worker"
+    plan = EpisodePlan(run_id=run_id, env=settings.family, task=task, episode_index=0,
+                       seed=settings.seed, env_target=targets.env, policy_target=targets.policy,
+                       seat_policy_targets=human, episode_id=f"{run_id}-preflight")
+    spec = worker_run_spec(settings, agent_id)
+    deadline = spec.eval.step_timeout_s
+    session = EnvClient(targets.env).session()
+    try:
+        async with asyncio.timeout(deadline):
+            await rehearse_start(session, plan, spec)
+    except TimeoutError:
+        raise InfrastructureFault(f"the preflight game did not open within {deadline:g} s "
+                                  "(eval.step_timeout_s)") from None
+    finally:
+        with contextlib.suppress(Exception):
+            await session.close()
 
 
 async def probe_agents(env_target: str, request: env_pb.OpenRequest) -> list[str]:
@@ -350,4 +423,4 @@ async def probe_agents(env_target: str, request: env_pb.OpenRequest) -> list[str
 
 
 __all__ = ["CommandError", "GameSession", "Targets", "observation_text", "probe_agents",
-           "render_payload"]
+           "rehearse", "render_payload", "worker_run_spec"]

@@ -1,8 +1,10 @@
 """Model backends: the registry from ``client.client_name`` to a backend factory.
 
 ``create_backend(client)`` builds the backend for a ``ClientConfig``; ``missing_api_key(client)``
-is the preflight check run before any episode starts. Provider SDKs and llama.cpp are imported
-only when their backend is built.
+and ``image_input_problem(client, max_image_history)`` are the preflight checks run before any
+episode starts (``client_problems`` runs both), and ``probe_endpoint(client)`` asks a remote
+endpoint once (unreachable, bad key). Provider SDKs and llama.cpp are imported only
+when their backend is built.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from moria.config import API_KEY_ENV, DEFAULT_BASE_URL, ClientConfig
 
 __all__ = [
     "BACKENDS",
+    "IMAGE_INPUT",
     "Backend",
     "BackendError",
     "ChatMessage",
@@ -29,9 +32,12 @@ __all__ = [
     "GenerateParams",
     "TokenUsage",
     "api_key_for",
+    "client_problems",
     "create_backend",
     "default_params",
+    "image_input_problem",
     "missing_api_key",
+    "probe_endpoint",
 ]
 
 #: API key placeholder for servers that take none (vLLM, llama.cpp server).
@@ -64,6 +70,72 @@ def missing_api_key(client: ClientConfig) -> str | None:
         f"client '{client.client_name}' needs an API key: set the environment variable {wanted} "
         "on the agent server"
     )
+
+
+#: Whether each client's backend can take images (``ChatMessage.images``): False = never (the
+#: embedded llama.cpp model reads text only, whatever its GGUF); None = it depends on the model
+#: served (a hosted vision model, a vLLM or llama.cpp server with a multimodal model), which
+#: only the provider can tell.
+IMAGE_INPUT: dict[str, bool | None] = {
+    "local": False,
+    "openai": None,
+    "openrouter": None,
+    "anthropic": None,
+    "gemini": None,
+    "vllm": None,
+    "llamacpp": None,
+}
+
+
+def image_input_problem(client: ClientConfig, max_image_history: int) -> str | None:
+    """A message when ``agent.max_image_history`` > 0 would send the env's frames to a client
+    that takes no images (``IMAGE_INPUT`` False), naming the model and what to use instead;
+    None when no frames are sent or the client may take them."""
+    if max_image_history <= 0 or IMAGE_INPUT.get(client.client_name) is not False:
+        return None
+    from agent_server.backends.models import DEFAULT_MODEL
+
+    model = client.model_id or DEFAULT_MODEL
+    vision = ", ".join(name for name, takes in IMAGE_INPUT.items() if takes is not False)
+    return (
+        f"client '{client.client_name}' model {model!r} takes no images (text only), but "
+        f"agent.max_image_history={max_image_history} sends it the env's frames; use a "
+        f"vision-capable client and model ({vision}: e.g. openai with gpt-4o) or "
+        "agent.max_image_history=0 to play from text only"
+    )
+
+
+def client_problems(client: ClientConfig, *, max_image_history: int = 0) -> list[str]:
+    """Everything wrong with ``client`` for a model-calling player that shows itself before
+    any call: a missing API key (``missing_api_key``) and frames sent to a model that takes
+    none (``image_input_problem``). Empty when nothing is wrong."""
+    problems = [missing_api_key(client), image_input_problem(client, max_image_history)]
+    return [p for p in problems if p]
+
+
+#: Clients whose backend calls a remote endpoint (probed before any episode); vllm and
+#: llamacpp do so only with a ``base_url`` (without one they run the model themselves).
+REMOTE_CLIENTS: frozenset[str] = frozenset({"openai", "openrouter", "anthropic", "gemini"})
+BASE_URL_CLIENTS: frozenset[str] = frozenset({"vllm", "llamacpp"})
+
+
+async def probe_endpoint(client: ClientConfig) -> str | None:
+    """Preflight of a remote model endpoint: one cheap request (``Backend.probe``, e.g. list
+    models) with ``client``'s key; a message naming the endpoint and the provider's answer
+    when it is unreachable or refuses the key, None when it answered or ``client`` runs its
+    model in-process (nothing is started or loaded for those)."""
+    remote = client.client_name in REMOTE_CLIENTS or (
+        client.client_name in BASE_URL_CLIENTS and bool(client.base_url))
+    if not remote:
+        return None
+    try:
+        backend = create_backend(client)
+    except BackendError as exc:
+        return str(exc)
+    try:
+        return await backend.probe()
+    finally:
+        await backend.aclose()
 
 
 def _require_key(client: ClientConfig) -> tuple[str, str | None]:

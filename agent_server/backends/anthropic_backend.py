@@ -61,6 +61,7 @@ from agent_server.backends.retry import (
     classify_status,
     complete_with_retries,
     error_message,
+    run_probe,
 )
 from moria.config import ClientConfig
 
@@ -279,6 +280,11 @@ class AnthropicBackend(Backend):
         """Close the SDK's HTTP connection pool."""
         await self._sdk.close()
 
+    async def probe(self) -> str | None:
+        """``GET /v1/models`` (costs no tokens); see ``Backend.probe``."""
+        return await run_probe(lambda: self._sdk.models.list(limit=1), self._classify,
+                               self.name, self.base_url, self._client_cfg.timeout)
+
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
         """One Messages call (non-streaming, or SSE streaming per ``client.stream``).
 
@@ -407,7 +413,8 @@ class AnthropicBackend(Backend):
                 self.name, status, detail, headers=exc.response.headers, key_env=self._key_env
             )
         return classify_sdk_error(
-            exc, anthropic, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout
+            exc, anthropic, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout,
+            endpoint=self.base_url,
         )
 
 

@@ -67,6 +67,7 @@ from agent_server.backends.retry import (
     classify_status,
     complete_with_retries,
     parse_retry_after,
+    run_probe,
 )
 from moria.config import ClientConfig
 
@@ -218,6 +219,12 @@ class GeminiBackend(Backend):
         await self._sdk.aio.aclose()
         self._sdk.close()
 
+    async def probe(self) -> str | None:
+        """``GET models/<model>`` (costs no tokens); see ``Backend.probe``."""
+        endpoint = self._client_cfg.base_url or "https://generativelanguage.googleapis.com"
+        return await run_probe(lambda: self._sdk.aio.models.get(model=self.model),
+                               self._classify, self.name, endpoint, self._client_cfg.timeout)
+
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
         """One ``generateContent`` call (SSE ``streamGenerateContent`` when ``client.stream``).
 
@@ -361,8 +368,9 @@ class GeminiBackend(Backend):
         if isinstance(exc, _TIMEOUT_ERRORS):
             return TransientError(f"timed out after {self._client_cfg.timeout:g}s")
         if isinstance(exc, _CONNECTION_ERRORS):
+            where = f" ({self._client_cfg.base_url})" if self._client_cfg.base_url else ""
             return TransientError(
-                f"connection error: {type(exc).__name__}: {self._redact(str(exc))}"
+                f"connection error{where}: {type(exc).__name__}: {self._redact(str(exc))}"
             )
         if isinstance(exc, genai_errors.UnknownApiResponseError):
             return TransientError(f"malformed response: {self._redact(str(exc))[:200]}")

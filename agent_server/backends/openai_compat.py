@@ -38,6 +38,7 @@ from agent_server.backends.retry import (
     classify_status,
     complete_with_retries,
     error_message,
+    run_probe,
 )
 from moria.config import ClientConfig
 
@@ -184,6 +185,11 @@ class OpenAICompatBackend(Backend):
         """Close the SDK's HTTP connection pool."""
         await self._sdk.close()
 
+    async def probe(self) -> str | None:
+        """``GET /models`` (costs no tokens); see ``Backend.probe``."""
+        return await run_probe(self._sdk.models.list, self._classify, self.name,
+                               self.base_url, self._client_cfg.timeout)
+
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
         """One chat completion (non-streaming or SSE streaming per ``client.stream``).
 
@@ -298,5 +304,6 @@ class OpenAICompatBackend(Backend):
                 headers=exc.response.headers, key_env=self._key_env,
             )
         return classify_sdk_error(
-            exc, openai, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout
+            exc, openai, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout,
+            endpoint=self.base_url,
         )

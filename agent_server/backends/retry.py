@@ -21,6 +21,7 @@ The helpers every provider shares live here too: ``classify_status`` (an HTTP er
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import logging
 import re
@@ -179,6 +180,7 @@ def classify_status(
             f"bad API key for {provider} (HTTP {status}{hint}): {detail}",
             provider=provider,
             status=status or None,
+            bad_key=True,
         )
     return BackendError(f"{provider}: {label}: {detail}", provider=provider, status=status or None)
 
@@ -190,6 +192,7 @@ def classify_sdk_error(
     *,
     redact: Callable[[str], str],
     timeout_s: float,
+    endpoint: str | None = None,
 ) -> TransientError | BackendError:
     """A failure other than an HTTP error answer, from a Stainless-generated SDK (``sdk`` is the
     ``openai`` or the ``anthropic`` module: both define the error classes named below) or from
@@ -200,17 +203,52 @@ def classify_sdk_error(
     ``BackendError("<provider>: invalid response: ...")``; any other ``APIError`` (e.g. an error
     event inside an SSE stream) -> ``TransientError("API error: ...")``; anything else ->
     ``BackendError("<provider>: <exception type>: ...")``. Exception text goes through
-    ``redact``.
+    ``redact``. ``endpoint`` (the base URL) is named in timeout and connection errors.
     """
+    where = f" ({endpoint})" if endpoint else ""
     if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
-        return TransientError(f"timed out after {timeout_s:g}s")
+        return TransientError(f"timed out after {timeout_s:g}s{where}")
     if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
-        return TransientError(f"connection error: {redact(str(exc))}")
+        return TransientError(f"connection error{where}: {redact(str(exc))}")
     if isinstance(exc, sdk.APIResponseValidationError):
         return BackendError(f"{provider}: invalid response: {redact(str(exc))}", provider=provider)
     if isinstance(exc, sdk.APIError):
         return TransientError(f"API error: {redact(str(exc))}")
     return BackendError(f"{provider}: {type(exc).__name__}: {redact(str(exc))}", provider=provider)
+
+
+#: The most seconds a preflight probe of a model endpoint waits (less when client.timeout is).
+PROBE_TIMEOUT_S = 20.0
+
+
+def probe_problem(failure: Exception, provider: str, endpoint: str) -> str | None:
+    """What a failed preflight probe (``Backend.probe``) of ``endpoint`` tells the user, from
+    the backend's classified ``failure``: a message for an unreachable or timed-out endpoint
+    and for a refused key (HTTP 401/403, or the provider's own bad-key answer); None for any
+    other answer (a server without the
+    probed route still serves completions, and a transient 5xx is left to the episodes'
+    retries)."""
+    if isinstance(failure, TransientError) and failure.status is None:
+        return f"{provider} endpoint {endpoint} cannot be used: {failure}"
+    if isinstance(failure, BackendError) and failure.bad_key:
+        return f"{provider} endpoint {endpoint} refused the key: {failure}"
+    return None
+
+
+async def run_probe(request: Callable[[], Awaitable[object]], classify: Callable[[Exception],
+                    Exception], provider: str, endpoint: str, timeout_s: float) -> str | None:
+    """Send ``request`` (one cheap call, e.g. list models) within ``min(timeout_s,
+    PROBE_TIMEOUT_S)`` seconds; ``probe_problem`` of its classified failure, None when it
+    answered."""
+    limit = min(timeout_s, PROBE_TIMEOUT_S)
+    try:
+        async with asyncio.timeout(limit):
+            await request()
+    except TimeoutError:
+        return probe_problem(TransientError(f"timed out after {limit:g}s"), provider, endpoint)
+    except Exception as exc:  # noqa: BLE001 - every failure is classified, none is raised
+        return probe_problem(classify(exc), provider, endpoint)
+    return None
 
 
 class _BackoffWait:

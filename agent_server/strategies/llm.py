@@ -11,6 +11,7 @@ import json
 import random
 from typing import ClassVar
 
+from agent_server.backends import image_input_problem
 from agent_server.backends.base import Backend, ChatMessage, Completion, GenerateParams
 from agent_server.extract import ExtractMode, extract_action, split_answer
 from agent_server.history import HistoryBuilder
@@ -56,7 +57,10 @@ class LLMStrategy(Strategy):
     ``seed`` explicitly.
 
     Raises:
-        ValueError: at construction when ``backend`` is None.
+        ValueError: at construction when ``backend`` is None, or when
+            ``agent.max_image_history`` > 0 would send frames to a client that takes no images
+            (``agent_server.backends.image_input_problem``): the Begin is refused, so a run's
+            preflight stops instead of every episode failing at its first turn.
         BackendError: from ``act`` when the model call failed for good.
     """
 
@@ -74,6 +78,9 @@ class LLMStrategy(Strategy):
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         if backend is None:
             raise ValueError(f"strategy {self.name!r} needs a model backend")
+        problem = image_input_problem(ctx.client, ctx.agent.max_image_history)
+        if problem:
+            raise ValueError(problem)
         super().__init__(ctx, backend)
         self._backend: Backend = backend
         self._seeds = random.Random(ctx.seed)
@@ -83,6 +90,11 @@ class LLMStrategy(Strategy):
             alternate_roles=ctx.client.alternate_roles,
             answer_template=self.answer_template,
         )
+
+    @property
+    def uses_images(self) -> bool:
+        """True when the history keeps frames (``agent.max_image_history`` > 0)."""
+        return self.ctx.agent.max_image_history > 0
 
     async def act(self, turn: TurnInput) -> Decision:
         """Ask the model for ``turn``'s action (see the class docstring)."""

@@ -59,7 +59,9 @@ class RLStrategy(Strategy):
         if ctx.env_name != meta.env or ctx.task not in meta.tasks:
             raise ValueError(
                 f"rl checkpoint {path} was trained for env {meta.env!r}, tasks "
-                f"{list(meta.tasks)}; this episode is env {ctx.env_name!r}, task {ctx.task!r}")
+                f"{list(meta.tasks)}; this episode is env {ctx.env_name!r}, task {ctx.task!r} "
+                f"(allowed with this checkpoint: {meta.env} {', '.join(meta.tasks)}; for "
+                f"{ctx.task} give a checkpoint trained for it)")
         # checkpoint output index -> position in ctx.action_names (for the env's action mask)
         self._mask_index: list[int] | None = None
         if ctx.action_names:

@@ -163,3 +163,44 @@ async def test_a_local_server_that_exits_stops_the_run_at_once(tmp_path: Path,
     assert process.returncode == 1, err.decode()[-2000:]
     assert f"env_server exited with {status}" in err.decode()
     assert len(list((tmp_path / "out").rglob("*_run_*.json"))) < 1000
+
+
+class _KeyRefusingOpenAI(FakeOpenAI):
+    """The OpenAI wire format with a key the provider refuses: every route answers 401."""
+
+    def handle_get(self, out: Any) -> None:
+        out.send_json(401, self.error_json(401, "Incorrect API key provided"))
+
+
+async def test_a_refused_key_stops_the_run_at_preflight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret")  # read by the policy server
+    with _KeyRefusingOpenAI() as model:
+        async with env_server() as env, policy_server() as pol:
+            code, _, err = await moria(
+                "eval", "client.client_name=openai", f"client.base_url={model.base_url}/v1",
+                "client.model_id=m", "envs.names=babyai", "eval.num_episodes.babyai=1",
+                "eval.output_dir=out", f"endpoints.env.babyai=[{env.target}]",
+                f"endpoints.policy=[{pol.target}]", "--no-progress", cwd=tmp_path)
+        chat_calls = [r for r in model.requests if r.path.endswith("/chat/completions")]
+    assert code == 2, err[-2000:]
+    assert f"openai endpoint {model.base_url}/v1/ refused the key" in err
+    assert "bad API key for openai (HTTP 401; check OPENAI_API_KEY)" in err
+    assert "test-key-not-a-secret" not in err
+    assert not chat_calls and not list((tmp_path / "out").rglob("*_run_*.json"))
+
+
+async def test_an_unreachable_model_endpoint_stops_the_run_at_preflight(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+        async with env_server() as env, policy_server() as pol:
+            code, _, err = await moria(
+                "eval", "client.client_name=vllm", f"client.base_url={url}", "client.model_id=M",
+                "envs.names=babyai", "eval.output_dir=out", f"endpoints.env.babyai=[{env.target}]",
+                f"endpoints.policy=[{pol.target}]", "--no-progress", cwd=tmp_path)
+    assert code == 2, err[-2000:]
+    assert f"vllm endpoint {url}/ cannot be used: connection error" in err
+    assert not list((tmp_path / "out").rglob("*_run_*.json"))
