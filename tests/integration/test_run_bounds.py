@@ -17,7 +17,7 @@ import pytest
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from orchestrator.spec import MAX_EPISODES
 from tests.integration.test_orchestrator_service import follow_all, orchestrator, run_spec
-from tests.integration.test_run_outcomes import TASKS, moria
+from tests.integration.test_run_outcomes import TASKS, moria, servers
 from tests.support.servers import env_server, policy_server
 
 #: Far below the 16 KiB gRPC limit on trailing metadata: an error quotes its input bounded.
@@ -148,8 +148,8 @@ async def test_unusable_output_dir_exits_2(tmp_path: Path, make: Any, expected: 
     async with env_server() as env, policy_server() as pol:
         code, _, err = await moria(
             "eval", "agent.type=oracle", "envs.names=babyai", "eval.num_episodes.babyai=1",
-            f"eval.output_dir={target}", f"endpoints.env.babyai=[{env.target}]",
-            f"endpoints.policy=[{pol.target}]", "--no-progress", cwd=tmp_path, timeout=120)
+            f"eval.output_dir={target}", *servers(env, pol), "--no-progress", cwd=tmp_path,
+            timeout=120)
     assert code == 2
     line = _one_error(err)
     assert str(target.resolve()) in line and expected in line
@@ -160,7 +160,7 @@ async def test_an_unknown_second_task_exits_2_before_any_episode(tmp_path: Path)
         code, _, err = await moria(
             "eval", "agent.type=oracle", "envs.names=babyai", "eval.num_episodes.babyai=1",
             f"tasks.babyai_tasks=[{TASKS[0]},goto-typo]", "eval.output_dir=out",
-            f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]",
+            *servers(env, pol),
             "--no-progress", cwd=tmp_path, timeout=120)
     assert code == 2
     assert "1 unknown task(s) in tasks.babyai_tasks: 'goto-typo'" in _one_error(err)

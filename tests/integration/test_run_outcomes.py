@@ -36,6 +36,11 @@ def failing_model_overrides(base_url: str) -> list[str]:
             "eval.num_workers=1", "eval.max_steps_per_episode=3"]
 
 
+def servers(env: Any, pol: Any) -> list[str]:
+    """The overrides that point a babyai run at the env and policy servers started here."""
+    return [f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]"]
+
+
 async def moria(*args: str, cwd: Path, timeout: float = 300.0) -> tuple[int, str, str]:
     """Run ``moria`` as a real process (the test's event loop keeps serving meanwhile);
     returns (exit code, stdout, stderr)."""
@@ -52,8 +57,7 @@ async def test_every_episode_failed_exits_1_with_the_reason(tmp_path: Path) -> N
         async with env_server() as env, policy_server() as pol:
             code, _, err = await moria(
                 "eval", *failing_model_overrides(model.base_url), "--no-progress",
-                f"eval.output_dir={tmp_path / 'out'}", f"endpoints.env.babyai=[{env.target}]",
-                f"endpoints.policy=[{pol.target}]", cwd=tmp_path)
+                f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol), cwd=tmp_path)
     assert code == 1, err[-3000:]
     assert "failed: 2 of 2 episode(s) failed (agent_error: 2); 0 scored" in err
     assert "scripted error 500" in err  # the provider's own message, not just a count
@@ -89,8 +93,7 @@ async def test_a_scored_run_succeeds_with_its_verdict(tmp_path: Path) -> None:
         code, _, err = await moria(
             "eval", "agent.type=oracle", "envs.names=babyai", "eval.num_episodes.babyai=1",
             f"tasks.babyai_tasks=[{TASKS[0]}]", "--no-progress",
-            f"eval.output_dir={tmp_path / 'out'}", f"endpoints.env.babyai=[{env.target}]",
-            f"endpoints.policy=[{pol.target}]", cwd=tmp_path)
+            f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol), cwd=tmp_path)
     assert code == 0, err[-3000:]
     assert "succeeded: all 1 episode(s) scored" in err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -180,8 +183,7 @@ async def test_a_refused_key_stops_the_run_at_preflight(
             code, _, err = await moria(
                 "eval", "client.client_name=openai", f"client.base_url={model.base_url}/v1",
                 "client.model_id=m", "envs.names=babyai", "eval.num_episodes.babyai=1",
-                "eval.output_dir=out", f"endpoints.env.babyai=[{env.target}]",
-                f"endpoints.policy=[{pol.target}]", "--no-progress", cwd=tmp_path)
+                "eval.output_dir=out", *servers(env, pol), "--no-progress", cwd=tmp_path)
         chat_calls = [r for r in model.requests if r.path.endswith("/chat/completions")]
     assert code == 2, err[-2000:]
     assert f"openai endpoint {model.base_url}/v1/ refused the key" in err
@@ -199,8 +201,8 @@ async def test_an_unreachable_model_endpoint_stops_the_run_at_preflight(tmp_path
         async with env_server() as env, policy_server() as pol:
             code, _, err = await moria(
                 "eval", "client.client_name=vllm", f"client.base_url={url}", "client.model_id=M",
-                "envs.names=babyai", "eval.output_dir=out", f"endpoints.env.babyai=[{env.target}]",
-                f"endpoints.policy=[{pol.target}]", "--no-progress", cwd=tmp_path)
+                "envs.names=babyai", "eval.output_dir=out", *servers(env, pol), "--no-progress",
+                cwd=tmp_path)
     assert code == 2, err[-2000:]
     assert f"vllm endpoint {url}/ cannot be used: connection error" in err
     assert not list((tmp_path / "out").rglob("*_run_*.json"))
