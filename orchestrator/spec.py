@@ -393,7 +393,29 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
                 raise SpecError(f"{p}: {exc}") from None
     data.pop("hydra", None)  # BALROG configs carry a hydra section; it has no meaning here
     data = apply_overrides(data, overrides or [])
-    return validate_spec(data)
+    return resolve_local_paths(validate_spec(data))
+
+
+def resolve_local_paths(spec: RunSpec) -> RunSpec:
+    """Make the spec's file paths absolute from the current directory, for a run whose servers
+    are started here (no ``endpoints``): RL checkpoints, the demo folder and the price table,
+    so errors name the resolved path and the local servers (whatever their working
+    directory) open the same files. With endpoints, paths name files of those servers and are
+    left as given. Returns ``spec``, changed in place."""
+    if spec.endpoints.configured:
+        return spec
+
+    def absolute(path: str) -> str:
+        return str(Path(path).expanduser().resolve())
+
+    for agent in (spec.agent, *(p.agent for p in spec.players.values() if p.agent)):
+        if agent.checkpoint:
+            agent.checkpoint = absolute(agent.checkpoint)
+    if spec.eval.icl_dataset:
+        spec.eval.icl_dataset = absolute(spec.eval.icl_dataset)
+    if isinstance(spec.eval.prices, str):
+        spec.eval.prices = absolute(spec.eval.prices)
+    return spec
 
 
 def describe_errors(exc: ValidationError, root: type[BaseModel] | None = None,

@@ -141,3 +141,47 @@ def test_players_give_each_seat_its_own_config() -> None:
 def test_bad_player_settings_name_the_key(override: str, needle: str) -> None:
     with pytest.raises(SpecError, match=needle.replace(".", r"\.")):
         load_spec(None, [override])
+
+
+def test_local_runs_take_file_paths_from_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    local = load_spec(None, ["agent.type=rl", "agent.checkpoint=ckpt/p.npz",
+                             "eval.icl_dataset=demos", "eval.prices=prices.yaml"])
+    assert local.agent.checkpoint == str(tmp_path / "ckpt" / "p.npz")
+    assert local.eval.icl_dataset == str(tmp_path / "demos")
+    assert local.eval.prices == str(tmp_path / "prices.yaml")
+    # with endpoints the paths name files of those servers: left as given
+    remote = load_spec(None, ["agent.type=rl", "agent.checkpoint=ckpt/p.npz",
+                              "endpoints.policy=[127.0.0.1:1]",
+                              "endpoints.env.babyai=[127.0.0.1:2]"])
+    assert remote.agent.checkpoint == "ckpt/p.npz"
+
+
+@pytest.mark.parametrize("overrides", [
+    ["envs.names=babyai-textworld"],
+    ["envs.names=babyai-textworld", "eval.num_samples=7"],
+    ["envs.names=babyai", "eval.num_episodes.babyai=3"],
+])
+def test_plans_and_episode_count_agree_with_the_lazy_plan(overrides: list[str]) -> None:
+    spec = load_spec(None, overrides)
+    plan = list(spec.episodes())
+    assert spec.episode_count() == len(plan) == len(set(plan))
+    assert all(spec.plans(key) for key in plan)
+    env, task, index = plan[-1]
+    assert not spec.plans((env, task, index + 1000))
+    assert not spec.plans((env, "no-such-task", 0)) and not spec.plans(("nle", task, 0))
+
+
+def test_a_million_episode_plan_is_counted_not_built() -> None:
+    spec = load_spec(None, ["envs.names=babyai", "eval.num_episodes.babyai=200000"])
+    assert spec.episode_count() == 1_000_000
+    with pytest.raises(SpecError, match="plans 1,000,005 episodes; at most 1,000,000"):
+        load_spec(None, ["envs.names=babyai-crafter", "eval.num_episodes.babyai=200000",
+                         "eval.num_episodes.crafter=5"])
+
+
+def test_a_task_listed_twice_is_refused() -> None:
+    with pytest.raises(SpecError, match="tasks listed more than once: 'BabyAI-MixedTrainLocal"):
+        load_spec(None, ["tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto,"
+                         "BabyAI-MixedTrainLocal-v0/goto]"])
