@@ -228,10 +228,11 @@ def probe_problem(failure: Exception, provider: str, endpoint: str) -> str | Non
     other answer (a server without the
     probed route still serves completions, and a transient 5xx is left to the episodes'
     retries)."""
+    said = str(failure).replace(f" ({endpoint})", "")  # the endpoint is named once
     if isinstance(failure, TransientError) and failure.status is None:
-        return f"{provider} endpoint {endpoint} cannot be used: {failure}"
+        return f"{provider} endpoint {endpoint} cannot be used: {said}"
     if isinstance(failure, BackendError) and failure.bad_key:
-        return f"{provider} endpoint {endpoint} refused the key: {failure}"
+        return f"{provider} endpoint {endpoint} refused the key: {said}"
     return None
 
 
