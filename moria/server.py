@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -117,6 +118,59 @@ class Drain:
             return False
 
 
+class _Undecodable:
+    """What a request deserializer gives instead of raising for bytes that do not parse (too
+    deep, truncated): the parse error, so the call can be answered INVALID_ARGUMENT."""
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
+    """Answers a unary request that does not parse as its message (e.g. a Struct nested past
+    protobuf's depth limit) with INVALID_ARGUMENT naming the parse error, where gRPC itself
+    would answer UNKNOWN. Streaming requests are left to their handlers."""
+
+    async def intercept_service(self, continuation: Any,
+                                handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        parse = handler.request_deserializer
+
+        def deserialize(data: bytes) -> Any:
+            try:
+                return parse(data)
+            except DecodeError as exc:
+                return _Undecodable(str(exc))
+
+        behaviour = handler.unary_stream if handler.response_streaming else handler.unary_unary
+
+        async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded_message(
+                f"the request does not parse: {request.error}"))
+
+        if handler.response_streaming:
+            async def streamed(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                if isinstance(request, _Undecodable):
+                    await refuse(request, context)
+                async for response in behaviour(request, context):
+                    yield response
+
+            return grpc.unary_stream_rpc_method_handler(
+                streamed, request_deserializer=deserialize,
+                response_serializer=handler.response_serializer)
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if isinstance(request, _Undecodable):
+                await refuse(request, context)
+            return await behaviour(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=deserialize,
+            response_serializer=handler.response_serializer)
+
+
 # A function that registers one servicer on a server, e.g.
 # ``lambda s: env_service_pb2_grpc.add_EnvServiceServicer_to_server(servicer, s)``.
 Registrar = Callable[[grpc.aio.Server], None]
@@ -144,8 +198,9 @@ class MoriaServer:
         self.security = security or ServerSecurity()
         self.max_message_bytes = max_message_bytes
         self._credentials = self.security.credentials() if self.security.tls else None
-        self._server = grpc.aio.server(options=grpc_options(max_message_bytes),
-                                       interceptors=self.security.interceptors())
+        self._server = grpc.aio.server(
+            options=grpc_options(max_message_bytes),
+            interceptors=[*self.security.interceptors(), UndecodableRequestInterceptor()])
         for register in registrars:
             register(self._server)
         self._health = health.aio.HealthServicer()

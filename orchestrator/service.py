@@ -155,7 +155,12 @@ class _ThreadRun:
                     raise asyncio.CancelledError
                 self._loop = asyncio.get_running_loop()
                 self._task = asyncio.current_task()
-            return await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
+            try:
+                return await run_evaluation(spec, console=Console(quiet=True),
+                                            show_progress=False)
+            finally:  # while the loop still runs: a later cancel() finds nothing to cancel
+                with self._lock:
+                    self._loop = self._task = None
 
         try:
             return "ok", asyncio.run(main())
@@ -169,9 +174,6 @@ class _ThreadRun:
                 return "error", str(exc)
             log.exception("run %s failed", spec.eval.run_id)
             return "error", f"{type(exc).__name__}: {exc}"
-        finally:
-            with self._lock:
-                self._loop = self._task = None
 
     def cancel(self) -> None:
         """Ask the run to stop (its in-flight episodes are dropped, written ones stay)."""
@@ -501,7 +503,12 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
                                   f"the run spec is {size:,} bytes; at most {MAX_SPEC_BYTES:,} "
                                   "are accepted (a real spec has a few KiB)")
-        data = integral_numbers(json_format.MessageToDict(request.spec))
+        try:
+            data = integral_numbers(json_format.MessageToDict(request.spec))
+        except ValueError as exc:  # NaN or an infinity: JSON has no such number
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"the run spec holds a number JSON cannot carry: "
+                                  f"{quote(exc, 200)}") from None
         if isinstance(data, dict):
             data.pop("hydra", None)
         try:
