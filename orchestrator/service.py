@@ -57,7 +57,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -92,6 +92,8 @@ log = logging.getLogger("moria.orchestrator.service")
 RUN_ID_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RUNS_DIR: Final[str] = "runs"
 RECORD_FILE: Final[str] = "service.json"
+#: The environment variables a submitted ``endpoints.token_env`` may name by default.
+DEFAULT_TOKEN_ENVS: Final[tuple[str, ...]] = ("MORIA_TOKEN",)
 #: The largest run spec SubmitRun takes (serialized bytes); a real one is a few KiB.
 MAX_SPEC_BYTES: Final[int] = 256 * 1024
 #: A price table named by a remote run: a plain YAML file name inside --prices-dir.
@@ -245,7 +247,9 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     ``poll_interval_s``: how often a running run's telemetry files are tailed.
     ``registry``: Prometheus registry for the ``moria_orchestrator_*`` metrics (None: a new
     one, at ``self.registry``). ``prices_dir``: the folder whose YAML files a submitted
-    ``eval.prices`` may name (None: only inline price tables are taken). Call
+    ``eval.prices`` may name (None: only inline price tables are taken). ``token_envs``: the
+    environment variables a submitted ``endpoints.token_env`` may name (the service's own
+    secrets are not a submitter's to send elsewhere). Call
     ``await start()`` before serving (loads the runs and resumes unfinished ones) and
     ``await aclose()`` after (interrupts running runs; they resume at the next start).
     Raises ValueError for ``max_concurrent_runs`` < 1.
@@ -254,11 +258,13 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     def __init__(self, state_dir: str | Path, *, drain: Drain | None = None,
                  max_concurrent_runs: int = 1, poll_interval_s: float = 0.2,
                  registry: CollectorRegistry | None = None,
-                 prices_dir: str | Path | None = None):
+                 prices_dir: str | Path | None = None,
+                 token_envs: Iterable[str] = DEFAULT_TOKEN_ENVS):
         if max_concurrent_runs < 1:
             raise ValueError(f"max_concurrent_runs must be >= 1 (got {max_concurrent_runs})")
         self.state_dir = Path(state_dir).resolve()
         self.prices_dir = Path(prices_dir).resolve() if prices_dir is not None else None
+        self.token_envs = frozenset(token_envs)
         self.drain = drain or Drain()
         self.max_concurrent_runs = max_concurrent_runs
         self.poll_interval_s = poll_interval_s
@@ -530,6 +536,12 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         spec.eval.output_dir = str(self.runs_dir / run_id)
         if isinstance(spec.eval.prices, str):
             spec.eval.prices = self._price_file(spec.eval.prices)
+        token_env = spec.endpoints.token_env
+        if token_env is not None and token_env not in self.token_envs:
+            allowed = ", ".join(sorted(self.token_envs)) or "none"
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"endpoints.token_env names a variable this service does not "
+                                  f"lend to runs; allowed (--token-envs): {allowed}")
         return run_id, spec
 
     def _price_file(self, name: str) -> str:
@@ -720,6 +732,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "directory)")
     parser.add_argument("--max-concurrent-runs", type=int, default=1,
                         help="runs executing at once; others queue (default 1)")
+    parser.add_argument("--token-envs", default=",".join(DEFAULT_TOKEN_ENVS),
+                        help="comma-separated environment variables a submitted "
+                             "endpoints.token_env may name (default: %(default)s; '' for none)")
     parser.add_argument("--prices-dir", default=None,
                         help="folder of price tables a submitted eval.prices may name by file "
                              "name (default: none; submitted runs give their table inline)")
@@ -738,7 +753,8 @@ async def serve(args: argparse.Namespace) -> None:
     drain = Drain()
     servicer = OrchestratorServicer(args.state_dir, drain=drain,
                                     max_concurrent_runs=args.max_concurrent_runs,
-                                    prices_dir=args.prices_dir)
+                                    prices_dir=args.prices_dir,
+                                    token_envs=[n for n in args.token_envs.split(",") if n])
     await servicer.start()
     serve_metrics_if_asked(args.metrics_address, servicer.registry)
     server = MoriaServer(

@@ -1,6 +1,7 @@
-"""What both stream fuzzers share: an event loop in a background thread that hosts the real
-servers and their client channel, a driver that plays one request sequence on a raw stream,
-and the Hypothesis strategies for the common message parts (Struct payloads, tensors, text).
+"""What the fuzzers share: an event loop in a background thread that hosts the real servers
+and their client channel, a driver that plays one request sequence on a raw stream, the checks
+every example ends with (status codes and details, health, process memory), and the Hypothesis
+strategies for the common message parts (Struct payloads, tensors, text).
 
 Hypothesis runs its examples synchronously; every example hands one coroutine to the loop
 (``BackgroundLoop.run``), so the servers, the channel and the control session live across
@@ -10,6 +11,8 @@ examples (started once per module).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -34,6 +37,11 @@ MALFORMED_INPUT_CODES = frozenset({
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
 })
+
+#: The most a status's details may weigh (UTF-8 bytes): room for any useful message, far below
+#: the ~16 KiB of trailing metadata a transport accepts (a status over it reaches the client as
+#: a transport error instead of the server's answer).
+MAX_DETAILS_BYTES = 4096
 
 
 class BackgroundLoop:
@@ -145,15 +153,89 @@ async def assert_unharmed(outcome: Outcome, *, target: str, metrics: Any, servic
     after = server_errors(metrics, service)
     for code in ("UNKNOWN", "INTERNAL"):
         assert after.get(code, 0) == errors_before.get(code, 0), (code, outcome.details)
-    health = health_pb2_grpc.HealthStub(channel_for(target))
-    status = await health.Check(health_pb2.HealthCheckRequest(), timeout=5)
-    assert status.status == health_pb2.HealthCheckResponse.SERVING
+    await assert_serving(channel_for(target))
+
+
+def assert_status(code: grpc.StatusCode, details: str, allowed: frozenset[grpc.StatusCode], *,
+                  what: str, max_details: int = MAX_DETAILS_BYTES) -> None:
+    """A call's final status is OK or in ``allowed``, and its details stay under
+    ``max_details`` UTF-8 bytes (a message quoting client input must be bounded). ``what``
+    names the call in the failure message."""
+    assert code == grpc.StatusCode.OK or code in allowed, (
+        f"{what} ended {code.name}: {details[:500]!r}")
+    size = len(details.encode("utf-8", "surrogatepass"))
+    assert size < max_details, (
+        f"{what} ended {code.name} with {size:,} bytes of details (limit {max_details:,}): "
+        f"{details[:300]!r}...")
+
+
+async def assert_serving(channel: grpc.aio.Channel, timeout: float = 5.0) -> None:
+    """The server behind ``channel`` says SERVING on ``grpc.health.v1``."""
+    health = health_pb2_grpc.HealthStub(channel)
+    status = await health.Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+    assert status.status == health_pb2.HealthCheckResponse.SERVING, status
+
+
+def rss_bytes() -> int:
+    """This process's resident set size now (``VmRSS`` of /proc/self/status; psutil where
+    /proc is missing)."""
+    try:
+        with open(f"/proc/{os.getpid()}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def release_free_memory() -> None:
+    """Collect garbage cycles, then hand the C allocator's free pages back to the system
+    (glibc ``malloc_trim``; skipped elsewhere), so the RSS counts live memory rather than what
+    the allocator keeps cached after a large transient request."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+
+
+class RssBound:
+    """Process memory that must stay bounded over a whole fuzz run: ``check()`` fails once the
+    RSS has grown ``limit`` bytes or more over the baseline taken at construction (take it
+    after warm-up: imports, first calls, caches), counted after ``release_free_memory``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        release_free_memory()
+        self.baseline = rss_bytes()
+        #: the largest growth seen, and the largest one measured after release_free_memory
+        self.peak = self.peak_released = 0
+
+    def check(self, what: str = "", *, release: bool = False) -> int:
+        """The growth over the baseline now (bytes); fails at ``limit`` or more, measured
+        again after ``release_free_memory`` before failing (at once with ``release``)."""
+        growth = rss_bytes() - self.baseline
+        if growth >= self.limit or release:
+            self.peak = max(self.peak, growth)
+            release_free_memory()
+            growth = rss_bytes() - self.baseline
+            self.peak_released = max(self.peak_released, growth)
+        self.peak = max(self.peak, growth)
+        assert growth < self.limit, (
+            f"RSS grew {growth / 2**20:,.0f} MiB over the baseline of "
+            f"{self.baseline / 2**20:,.0f} MiB (limit {self.limit / 2**20:,.0f} MiB){what}")
+        return growth
 
 
 # ---- strategies ---------------------------------------------------------------------------
 
 #: Unicode text, surrogates excluded (protobuf strings must be valid UTF-8).
-TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 #: Ints across the whole int64 range, with the edges well represented.
 INT64 = st.one_of(st.integers(-(2**63), 2**63 - 1),
                   st.sampled_from([0, -1, 1, 2**31, -(2**63), 2**63 - 1]))
@@ -193,8 +275,8 @@ def tensors(draw: st.DrawFn) -> types_pb2.Tensor:
         size *= max(dim, 0)
     exact = size * itemsize if size * itemsize <= 256 else 0
     length = draw(st.one_of(st.just(exact), st.integers(0, 64)))
-    return types_pb2.Tensor(dtype=dtype, shape=shape, data=draw(st.binary(min_size=length,
-                                                                         max_size=length)))
+    return types_pb2.Tensor(dtype=dtype,  # type: ignore[arg-type]  # unknown values too
+                            shape=shape, data=draw(st.binary(min_size=length, max_size=length)))
 
 
 def huge_text(limit: int) -> st.SearchStrategy[str]:

@@ -165,3 +165,18 @@ async def test_an_unknown_second_task_exits_2_before_any_episode(tmp_path: Path)
     assert code == 2
     assert "1 unknown task(s) in tasks.babyai_tasks: 'goto-typo'" in _one_error(err)
     assert not list((tmp_path / "out").rglob("*_run_*.json"))
+
+
+@pytest.mark.parametrize("variable, allowed", [("OPENAI_API_KEY", False), ("MORIA_TOKEN", True)])
+async def test_a_submitted_token_env_is_one_the_service_lends(
+        tmp_path: Path, variable: str, allowed: bool) -> None:
+    async with orchestrator(tmp_path / "state") as (client, _):
+        spec = run_spec("127.0.0.1:9", "127.0.0.1:9", 1)
+        spec["endpoints"]["token_env"] = variable
+        if allowed:
+            await client.submit_run(spec, run_id="lent")
+            await client.cancel_run("lent")
+            return
+        error = await refused(client, spec)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "allowed (--token-envs): MORIA_TOKEN" in (error.details() or "")
