@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import itertools
 import json
 import logging
@@ -66,7 +65,7 @@ from hypothesis import strategies as st
 from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
-from moria.server import Drain, MoriaServer
+from moria.server import MoriaServer
 from orchestrator import spec as spec_module
 from orchestrator.service import OrchestratorServicer
 from orchestrator.spec import DEFAULT_NUM_EPISODES, TasksConfig
@@ -80,6 +79,7 @@ from tests.fuzz.harness import (
     assert_status,
     rss_bytes,
 )
+from tests.support.servers import start_orchestrator
 
 #: Examples per run (at least 2,000; lower it only for a quick local look).
 EXAMPLES = int(os.environ.get("MORIA_FUZZ_EXAMPLES", "2000"))
@@ -347,21 +347,12 @@ def orch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchFixture]:
     state = tmp_path_factory.mktemp("orchestrator-state")
     prices = tmp_path_factory.mktemp("prices")
     (prices / "table.yaml").write_text(json.dumps(PRICE_TABLE), encoding="utf-8")
-    options: dict[str, Any] = {}
-    if "prices_dir" in inspect.signature(OrchestratorServicer).parameters:
-        options["prices_dir"] = prices  # names a submitted eval.prices may give
     loop = BackgroundLoop()
     errors = ErrorRecords()
 
     async def start() -> OrchFixture:
-        drain = Drain()
-        servicer = OrchestratorServicer(state, drain=drain, poll_interval_s=0.05, **options)
-        await servicer.start()
-        server = MoriaServer(
-            [lambda s: pb_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],
-            [pb.DESCRIPTOR.services_by_name["OrchestratorService"].full_name],
-            address="127.0.0.1:0", drain=drain, grace_s=1.0)
-        await server.start()
+        # prices_dir: the folder whose file names a submitted eval.prices may give
+        server, servicer = await start_orchestrator(state, prices_dir=prices)
         channel = grpc.aio.insecure_channel(server.bound_address, options=CLIENT_OPTIONS)
         fx = OrchFixture(loop, server, channel,
                          pb_grpc.OrchestratorServiceStub(channel), servicer, errors)

@@ -21,13 +21,11 @@ import pytest
 
 from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
-from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
-from moria.server import Drain, MoriaServer
 from orchestrator.remote import OrchestratorClient
 from orchestrator.results import load_episodes
 from orchestrator.service import EVENTS_FILE, OrchestratorServicer
 from orchestrator.spec import load_spec
-from tests.support.servers import env_server, policy_server
+from tests.support.servers import env_server, policy_server, start_orchestrator
 from tests.support.waiting import async_wait_until
 
 VENV_BIN = Path(sys.executable).parent
@@ -49,14 +47,7 @@ def run_spec(env_target: str, policy_target: str, episodes: int, *extra: str,
 async def orchestrator(state_dir: Path, **kwargs: Any,
                        ) -> AsyncIterator[tuple[OrchestratorClient, OrchestratorServicer]]:
     """An OrchestratorService on loopback over ``state_dir``, and a client of it."""
-    drain = Drain()
-    servicer = OrchestratorServicer(state_dir, drain=drain, poll_interval_s=0.05, **kwargs)
-    await servicer.start()
-    server = MoriaServer(
-        [lambda s: pb_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],
-        [pb.DESCRIPTOR.services_by_name["OrchestratorService"].full_name],
-        address="127.0.0.1:0", drain=drain, grace_s=1.0)
-    await server.start()
+    server, servicer = await start_orchestrator(state_dir, **kwargs)
     client = OrchestratorClient(server.bound_address, reconnect_s=5.0, retry_wait_s=0.01)
     try:
         yield client, servicer

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from env_server.service import MAX_ACTION_CHARS, EnvServicer
 from moria.clients import close_channels
@@ -71,3 +72,22 @@ async def policy_server(*, capacity: int = 64, security: ServerSecurity | None =
         await close_channels()
         await server.shutdown()
         await servicer.aclose()
+
+
+async def start_orchestrator(state_dir: Any, **kwargs: Any) -> tuple[MoriaServer, Any]:
+    """An OrchestratorService started on loopback over ``state_dir`` (``kwargs`` go to
+    ``OrchestratorServicer``; runs' telemetry is tailed every 0.05 s). Returns the started
+    server and the servicer; stop with ``server.shutdown()`` then ``servicer.aclose()``."""
+    from moria.orchestrator.v1 import orchestrator_service_pb2 as orch_pb
+    from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as orch_grpc
+    from orchestrator.service import OrchestratorServicer
+
+    drain = Drain()
+    servicer = OrchestratorServicer(state_dir, drain=drain, poll_interval_s=0.05, **kwargs)
+    await servicer.start()
+    server = MoriaServer(
+        [lambda s: orch_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],
+        [orch_pb.DESCRIPTOR.services_by_name["OrchestratorService"].full_name],
+        address="127.0.0.1:0", drain=drain, grace_s=1.0)
+    await server.start()
+    return server, servicer
