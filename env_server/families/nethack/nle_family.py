@@ -50,7 +50,7 @@ NO_PROGRESS_TIMEOUT = 150
 _KWARGS = ["text_mode", "no_progress_timeout", "fixed_levels", "image_scale"]
 
 #: How every episode's ``NetHackScore`` is built (besides ``actions``, ``max_episode_steps`` and
-#: ``observation_keys``): BALROG's NetHackChallenge settings (environments.md 4.1), plus the
+#: ``observation_keys``): BALROG's NetHackChallenge settings, plus the
 #: determinism switch (moon phase, Friday 13th and night derived from the seed, not the clock).
 NLE_KWARGS: dict[str, Any] = {
     "character": "@",
