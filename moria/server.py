@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -126,15 +127,40 @@ class _Undecodable:
         self.error = error
 
 
+async def _refuse(request: _Undecodable, context: Any) -> NoReturn:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                        bounded_message(f"the request does not parse: {request.error}"))
+    raise AssertionError("unreachable")
+
+
+class _CheckedReads:
+    """A servicer context whose ``read()`` ends the call INVALID_ARGUMENT for a message that
+    did not parse; everything else is the wrapped context's."""
+
+    def __init__(self, context: Any):
+        self._context = context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    async def read(self) -> Any:
+        """The next request (or ``grpc.aio.EOF``)."""
+        request = await self._context.read()
+        if isinstance(request, _Undecodable):
+            await _refuse(request, self._context)
+        return request
+
+
 class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
-    """Answers a unary request that does not parse as its message (e.g. a Struct nested past
-    protobuf's depth limit) with INVALID_ARGUMENT naming the parse error, where gRPC itself
-    would answer UNKNOWN. Streaming requests are left to their handlers."""
+    """Answers a request message that does not parse (e.g. a Struct nested past protobuf's
+    depth limit) with INVALID_ARGUMENT naming the parse error, where gRPC itself would answer
+    UNKNOWN: for unary requests before the handler runs, for streamed ones at the handler's
+    ``context.read()`` of that message (Moria's stream handlers read through the context)."""
 
     async def intercept_service(self, continuation: Any,
                                 handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+        if handler is None or handler.request_deserializer is None:
             return handler
         parse = handler.request_deserializer
 
@@ -144,31 +170,40 @@ class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
             except DecodeError as exc:
                 return _Undecodable(str(exc))
 
-        behaviour = handler.unary_stream if handler.response_streaming else handler.unary_unary
+        options = {"request_deserializer": deserialize,
+                   "response_serializer": handler.response_serializer}
+        if handler.request_streaming:
+            behaviour = (handler.stream_stream if handler.response_streaming
+                         else handler.stream_unary)
+            if not inspect.iscoroutinefunction(behaviour):
+                return handler  # a generator handler (reflection) reads its own iterator
 
-        async def refuse(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded_message(
-                f"the request does not parse: {request.error}"))
+            async def checked(request_iterator: Any, context: Any) -> Any:
+                return await behaviour(request_iterator, _CheckedReads(context))
 
+            if handler.response_streaming:
+                return grpc.stream_stream_rpc_method_handler(checked, **options)
+            return grpc.stream_unary_rpc_method_handler(checked, **options)
         if handler.response_streaming:
-            async def streamed(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            unary_stream = handler.unary_stream
+            if not inspect.isasyncgenfunction(unary_stream):
+                return handler  # writes through its context: left as gRPC serves it
+
+            async def streamed(request: Any, context: Any) -> Any:
                 if isinstance(request, _Undecodable):
-                    await refuse(request, context)
-                async for response in behaviour(request, context):
+                    await _refuse(request, context)
+                async for response in unary_stream(request, context):
                     yield response
 
-            return grpc.unary_stream_rpc_method_handler(
-                streamed, request_deserializer=deserialize,
-                response_serializer=handler.response_serializer)
+            return grpc.unary_stream_rpc_method_handler(streamed, **options)
+        unary_unary = handler.unary_unary
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def unary(request: Any, context: Any) -> Any:
             if isinstance(request, _Undecodable):
-                await refuse(request, context)
-            return await behaviour(request, context)
+                await _refuse(request, context)
+            return await unary_unary(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
-            unary, request_deserializer=deserialize,
-            response_serializer=handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(unary, **options)
 
 
 # A function that registers one servicer on a server, e.g.

@@ -496,3 +496,60 @@ def test_quoting_stays_bounded_when_escapes_lengthen_the_text() -> None:
     assert len(shown) <= MAX_QUOTE_CHARS + 40 and shown.endswith(" chars)")
     names = quote_names(HOSTILE_IDS)
     assert _small(names) and names.endswith("and 9980 more")
+
+
+def _nested_struct(depth: int) -> struct_pb2.Struct:
+    """A Struct nested ``depth`` mappings deep: past protobuf's parse depth limit at ~34."""
+    root = struct_pb2.Struct()
+    level = root
+    for _ in range(depth):
+        level = level.fields["a"].struct_value
+    return root
+
+
+async def test_a_message_that_does_not_parse_is_invalid_argument_mid_session() -> None:
+    """An env Session that already holds a slot sends bytes that are no SessionRequest: the
+    stream ends INVALID_ARGUMENT (gRPC alone says UNKNOWN), the slot is freed and the server
+    goes on serving."""
+    from tests.support.waiting import async_wait_until
+
+    async with env_server() as srv:
+        client = EnvClient(srv.target)
+        raw = channel_for(srv.target).stream_stream(
+            "/moria.env.v1.EnvService/Session", request_serializer=lambda data: data,
+            response_deserializer=env_pb.SessionResponse.FromString)
+        call = raw()
+        opening = env_pb.SessionRequest(open=env_pb.OpenRequest(
+            task="babyai:BabyAI-MixedTrainLocal-v0/goto"))
+        await _wait(call.write(opening.SerializeToString()))
+        await _wait(call.read())
+        assert (await client.get_info()).active_sessions == 1
+        await _wait(call.write(b"\xff\xff\xff\xff"))  # a field tag with no end
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _wait(call.read())
+
+        async def freed() -> bool:
+            return (await client.get_info()).active_sessions == 0
+
+        await async_wait_until(freed, "the refused session's slot to be freed", timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "does not parse" in (caught.value.details() or "")
+
+
+async def test_a_begin_too_deep_to_parse_is_invalid_argument() -> None:
+    async with policy_server() as pol:
+        stub = pol_grpc.PolicyServiceStub(channel_for(pol.target))
+        call = stub.Play()
+        begin = pol_pb.PlayRequest(begin=pol_pb.Begin(agent_id="agent_0"))
+        begin.begin.agent_config.CopyFrom(_nested_struct(60))
+        await _wait(call.write(begin))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _wait(call.read())
+        # the server goes on: a well-formed stream is served
+        other = stub.Play()
+        await _wait(other.write(_begin({"agent": {"type": "dummy"}})))
+        ready = await _wait(other.read())
+        other.cancel()
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "does not parse" in (caught.value.details() or "")
+    assert ready.HasField("ready")
