@@ -17,7 +17,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -97,7 +97,6 @@ class RunOutcome:
     summary: dict[str, Any]
     ran: int = 0
     skipped: int = 0
-    errors: list[str] = field(default_factory=list)
     verdict: RunVerdict | None = None
 
 
@@ -256,7 +255,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
             async def worker() -> None:
                 while (queued := next_episode()) is not None:
                     record = await _attempt(queued, servers, spec, model_slots, on_step,
-                                            telemetry, retries, outcome, on_fault)
+                                            telemetry, retries, on_fault)
                     if record is None:
                         continue  # re-queued
                     await asyncio.to_thread(write_episode, out, record)  # fsyncs: off the loop
@@ -309,7 +308,7 @@ async def _run_workers(workers: list[Coroutine[Any, Any, None]],
 
 async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                    model_slots: asyncio.Semaphore, on_step: Any, telemetry: TelemetryWriter,
-                   queue: asyncio.Queue[_Queued], outcome: RunOutcome,
+                   queue: asyncio.Queue[_Queued],
                    on_fault: Callable[[], None] | None) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or
     None when an infrastructure fault re-queued it (same seed, a new session)."""
@@ -359,7 +358,6 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
         finally:
             env_set.release(env_target)
             policy_set.release(policy_target)
-    outcome.errors.append(f"{plan.env}/{plan.task}#{plan.episode_index}: {error}")
     log.error("%s/%s #%d failed: %s", plan.env, plan.task, plan.episode_index, error)
     return EpisodeRecord(run_id=plan.run_id, env=plan.env, task=plan.task,
                          episode_index=plan.episode_index, seed=plan.seed,

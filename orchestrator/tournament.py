@@ -235,15 +235,13 @@ class TournamentResult:
     (``matrix[a][b]``: games and win rate of ``a`` against ``b``), every game in rating order,
     the verdict over every match's episode records (``match_verdicts``: planned games, scored,
     failed by end reason, first distinct errors, each prefixed by ``<env>/<match
-    folder>/<task>#<index>``), and counts of this invocation (``ran`` episodes played now,
-    ``errors`` messages)."""
+    folder>/<task>#<index>``), and how many episodes this invocation played (``ran``)."""
 
     spec: TournamentSpec
     standings: list[Standing]
     matrix: dict[str, dict[str, dict[str, Any]]]
     games: list[Game]
     ran: int = 0
-    errors: list[str] = field(default_factory=list)
     verdict: RunVerdict = field(default_factory=lambda: RunVerdict(planned=0, scored=0))
 
     @property
@@ -366,7 +364,6 @@ async def run_tournament(spec: TournamentSpec, *, console: Console | None = None
     out.mkdir(parents=True, exist_ok=True)
     todo = pending_matches(spec)
     ran = 0
-    errors: list[str] = []
 
     async def play(endpoints: EndpointsConfig | None, check: Callable[[], None]) -> None:
         nonlocal ran
@@ -377,7 +374,6 @@ async def run_tournament(spec: TournamentSpec, *, console: Console | None = None
                                            console=console, show_progress=show_progress)
             check()
             ran += outcome.ran
-            errors.extend(f"{match.directory}: {e}" for e in outcome.errors)
 
     if todo and not spec.endpoints.configured:
         async with LocalStack([spec.env], out / "logs",
@@ -388,7 +384,7 @@ async def run_tournament(spec: TournamentSpec, *, console: Console | None = None
     elif todo:
         await play(None, lambda: None)
     result = collect_results(spec)
-    result.ran, result.errors = ran, errors
+    result.ran = ran
     write_results(result)
     return result
 

@@ -94,7 +94,7 @@ async def test_steps_acts_and_sessions_of_a_dummy_run(tmp_path: Path) -> None:
                 f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]"])
             outcome = await run_evaluation(spec, console=Console(quiet=True),
                                            show_progress=False)
-            assert outcome.ran == 3 and not outcome.errors
+            assert outcome.ran == 3 and outcome.verdict is not None and outcome.verdict.succeeded
             # the servers shut down (drained) when the context exits: scrape after that
     after_env, after_pol = await scrape_after(env_metrics, pol_metrics)
 
@@ -202,7 +202,7 @@ async def test_model_latency_and_retries(tmp_path: Path, monkeypatch: pytest.Mon
                 f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]"])
             outcome = await run_evaluation(spec, console=Console(quiet=True),
                                            show_progress=False)
-            assert not outcome.errors
+            assert outcome.verdict is not None and outcome.verdict.succeeded
         requests = len(fake.requests)
     (samples,) = await scrape_after(pol_metrics)
 

@@ -18,7 +18,7 @@ async def test_endpoints_are_used_and_versions_recorded(tmp_path: Path) -> None:
             "agent.type=oracle", "eval.num_episodes.babyai=1", f"eval.output_dir={tmp_path}",
             f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]"])
         outcome = await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
-    assert outcome.ran == 5 and not outcome.errors
+    assert outcome.ran == 5 and outcome.verdict is not None and outcome.verdict.succeeded
     assert outcome.summary["average_progress"] == 100.0
     assert not (tmp_path / "logs").exists()  # no local stack was started
     episode = json.loads(next(tmp_path.rglob("*_run_00.json")).read_text())

@@ -423,7 +423,7 @@ async def test_run_evaluation_over_tls_and_token_endpoints(
             f"endpoints.tls.ca_cert={pki.ca}", f"endpoints.tls.client_cert={pki.client_cert}",
             f"endpoints.tls.client_key={pki.client_key}", f"endpoints.token_env={TOKEN_ENV}"])
         outcome = await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
-    assert outcome.ran == 2 and not outcome.errors, outcome.errors
+    assert outcome.ran == 2 and outcome.verdict is not None and outcome.verdict.succeeded
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
     assert any(p.name.endswith("_run_00.json") for p in files)
     for path in files:

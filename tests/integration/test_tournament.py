@@ -56,7 +56,7 @@ async def test_round_robin_reports_every_game_once_and_a_rerun_plays_nothing(
     path = _write(tmp_path, env="pettingzoo", task="connect_four_v3", seeds=seeds,
                   players=PLAYERS, eval={"output_dir": str(out), "num_workers": 4, "seed": 7})
     result = await _play(path)
-    assert result.ran == 3 * 2 * seeds and not result.errors and not result.unscored
+    assert result.ran == 3 * 2 * seeds and result.succeeded and not result.unscored
 
     assert len(result.standings) == 3
     assert [s.rank for s in result.standings] == [1, 2, 3]
