@@ -49,7 +49,7 @@ from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.llm import LLMStrategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
-from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
+from moria.codecs import array_from_tensor, dict_from_struct, png_bytes, struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
@@ -318,16 +318,19 @@ class _PlayStream:
             seed=int(begin.seed), env_name=begin.env_name, task=begin.task,
             agent_id=begin.agent_id,
             demonstrations=demos_from_proto(begin.demonstrations),
-            record_prompts=begin.record_prompts, human_console=self.server.human_console)
+            record_prompts=begin.record_prompts, human_console=self.server.human_console,
+            first_info=_first_info(begin))
         try:
-            self.strategy = create_strategy(ctx, backend)
+            # protocol=balrog imports BALROG's code the first time: off the event loop
+            self.strategy = await asyncio.to_thread(create_strategy, ctx, backend)
         except ValueError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         self.model = (f"{client.client_name}/{client.model_id or 'default'}"
                       if self.uses_backend else agent.type)
         self.strategy_name = agent.type
         return pol_pb.PlayResponse(ready=pol_pb.Ready(
-            strategy=agent.type, model=self.model, idle_timeout_s=self.server.idle_timeout_s))
+            strategy=agent.type, model=self.model, idle_timeout_s=self.server.idle_timeout_s,
+            protocol=struct_from_dict(self.strategy.protocol())))
 
     async def _turns(self) -> None:
         while True:
@@ -377,6 +380,16 @@ class _PlayStream:
                           latency_s=decision.latency_s or (time.perf_counter() - started),
                           stop_reason=decision.stop_reason, attempts=decision.attempts,
                           prompt_json=decision.prompt_json, model=self.model)
+
+
+def _first_info(begin: pol_pb.Begin) -> dict[str, Any]:
+    """The ``info`` of ``Begin.observation`` ({} when absent or not JSON-able)."""
+    if not begin.HasField("observation"):
+        return {}
+    try:
+        return dict_from_struct(begin.observation.info)
+    except ValueError:
+        return {}
 
 
 def turn_input(observe: pol_pb.Observe, *, keep_image: bool) -> TurnInput:

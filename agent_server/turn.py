@@ -106,7 +106,8 @@ class EpisodeContext:
     episode and the player. ``demonstrations``: few_shot examples of the same env (empty for
     other strategies). ``record_prompts``: keep the exact prompt of each call for auditing.
     ``human_console``: where a ``human`` player's moves come from (the policy server's console;
-    None when the server has none).
+    None when the server has none). ``first_info``: the ``info`` of the episode's first
+    observation (``Begin.observation``; BabyAI's ``mission`` for BALROG's instruction).
     """
 
     instruction: str
@@ -121,6 +122,7 @@ class EpisodeContext:
     demonstrations: tuple[DemoEpisode, ...] = ()
     record_prompts: bool = False
     human_console: HumanConsole | None = None
+    first_info: dict[str, Any] = field(default_factory=dict)
 
 
 class HumanConsole(Protocol):

@@ -1,7 +1,7 @@
 """Helpers shared by every family whose agents choose from a fixed list of named actions.
 
-Validity follows BALROG's rule (an answer is valid only when it *is* one of the action names,
-case-sensitive), with one leniency: surrounding whitespace is ignored. An integer answer is read as
+Validity is BALROG's rule (``EnvWrapper.check_action_validity``): an answer is valid only when it
+*is* one of the action names, exactly (case and whitespace included). An integer answer is read as
 an index into the action list.
 """
 
@@ -21,9 +21,9 @@ def resolve_action(
     """Map a submitted answer to the action that will be applied.
 
     Args:
-        submitted: the agent's answer: a text (compared with the names after stripping
-            surrounding whitespace, case-sensitive, as BALROG's exact-membership check) or an
-            integer index into ``actions`` (``bool`` is not accepted as an index).
+        submitted: the agent's answer: a text (valid only when equal to a name, exactly, as
+            BALROG's membership check) or an integer index into ``actions`` (``bool`` is not
+            accepted as an index).
         actions: the game's action list, in index order.
         default: the name applied when the answer is not valid.
 
@@ -32,9 +32,8 @@ def resolve_action(
         Never raises for a bad answer; any other type is simply invalid.
     """
     if isinstance(submitted, str):
-        text = submitted.strip()
         for action in actions:
-            if action.name == text:
+            if action.name == submitted:
                 return action.name, True
         return default, False
     if isinstance(submitted, Integral) and not isinstance(submitted, bool):

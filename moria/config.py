@@ -21,6 +21,9 @@ AgentType = Literal[
     "random", "scripted", "rl", "human",
 ]
 
+#: The agent types BALROG itself has (those ``agent.protocol=balrog`` can play).
+BALROG_AGENT_TYPES: tuple[str, ...] = ("naive", "cot", "robust_naive", "robust_cot", "few_shot")
+
 #: Player types that call no model: their turns do not take a model-call slot.
 NON_MODEL_AGENT_TYPES: frozenset[str] = frozenset(
     {"dummy", "random", "oracle", "scripted", "rl", "human"})
@@ -150,6 +153,17 @@ class AgentConfig(_Strict):
     """How the policy builds prompts and reads actions (BALROG ``agent`` section)."""
 
     type: AgentType = "naive"
+    protocol: Literal["moria", "balrog"] = Field(
+        default="moria",
+        description="moria: Moria's own prompts and answer reading; balrog: BALROG's own agent, "
+        "prompt-builder, instruction and validity code, loaded from agent.balrog_source at run "
+        "time (docs/balrog-protocol.md)",
+    )
+    balrog_source: str | None = Field(
+        default=None,
+        description="protocol=balrog: path of a BALROG checkout (or its balrog/ package "
+        "directory), or 'installed' for a pip-installed balrog package",
+    )
     remember_cot: bool = True
     max_text_history: int = Field(
         default=16, ge=0, validation_alias=AliasChoices("max_text_history", "max_history")
@@ -178,7 +192,26 @@ class AgentConfig(_Strict):
             raise ValueError("agent.type=rl needs agent.checkpoint=<path of a .npz checkpoint>")
         return self
 
+    @model_validator(mode="after")
+    def _balrog_protocol_needs_source(self) -> AgentConfig:
+        if self.protocol != "balrog":
+            return self
+        if self.type not in BALROG_AGENT_TYPES:
+            raise ValueError(f"agent.protocol=balrog plays BALROG's own agents: agent.type must be "
+                             f"one of {', '.join(BALROG_AGENT_TYPES)}, not {self.type!r}")
+        if not self.balrog_source:
+            raise ValueError(
+                "agent.protocol=balrog needs agent.balrog_source=<path of a BALROG checkout> "
+                "(git clone https://github.com/balrog-ai/BALROG; any commit from 2024-11 on), or "
+                "'installed' for a pip-installed balrog package: Moria takes BALROG's prompts "
+                "and agent code from there at run time")
+        return self
+
 
 def policy_config_dict(agent: AgentConfig, client: ClientConfig) -> dict[str, Any]:
-    """The JSON-able ``{"agent": ..., "client": ...}`` mapping sent in ``Play`` ``Begin``."""
-    return {"agent": agent.model_dump(mode="json"), "client": client.model_dump(mode="json")}
+    """The JSON-able ``{"agent": ..., "client": ...}`` mapping sent in ``Play`` ``Begin``: only
+    the fields the run spec set (the policy server fills in the defaults, so its parsed configs'
+    ``model_fields_set`` still tell which values were chosen; ``agent.protocol=balrog`` lets
+    only those override the BALROG checkout's config)."""
+    return {"agent": agent.model_dump(mode="json", exclude_unset=True),
+            "client": client.model_dump(mode="json", exclude_unset=True)}

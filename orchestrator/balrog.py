@@ -1,7 +1,7 @@
 """BALROG's evaluation suite, as data: environments, tasks, episode counts, published numbers.
 
 Source: ``balrog/config/config.yaml`` and the BALROG leaderboard (LLM mode, naive agent, 16-step
-text history), as recorded in ``shared/spec/balrog-harness.md``. The default plan is 255 episodes:
+text history). The default plan is 255 episodes:
 babyai 5 tasks x 10, crafter 1 x 10, textworld 3 x 10, babaisai 40 x 3, minihack 8 x 5,
 nle 1 x 5.
 """
@@ -12,6 +12,11 @@ from env_server.families.nethack.minihack_tasks import BALROG_TASKS as MINIHACK_
 
 #: The six environments, in BALROG's order.
 SUITE_ENVS: tuple[str, ...] = ("babyai", "crafter", "textworld", "babaisai", "minihack", "nle")
+
+#: Envs whose observation text differs between BALROG commits: under ``agent.protocol=balrog``
+#: their family is given the checkout (``<env>_kwargs.balrog_source``) and writes the text with
+#: that checkout's own code.
+BALROG_TEXT_ENVS: frozenset[str] = frozenset({"crafter"})
 
 #: Named suites for ``moria eval --suite``: name -> environments.
 SUITES: dict[str, tuple[str, ...]] = {"balrog": SUITE_ENVS}

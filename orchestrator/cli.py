@@ -396,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--endpoint", default="", help="ask a running env server instead")
     ts.set_defaults(func=_cmd_tasks)
 
+    from orchestrator.protocol_check import add_arguments as add_protocol_check_arguments
+
+    add_protocol_check_arguments(sub)
     from orchestrator.record_demos import add_arguments as add_record_demos_arguments
 
     rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")

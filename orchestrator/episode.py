@@ -1,4 +1,4 @@
-"""One episode, as data flows (DESIGN.md "One episode"): open an env Session, open one Play
+"""One episode, as data flows: open an env Session, open one Play
 stream per agent, alternate Observe/Act and Step until the env reports the end, then close both.
 
 Infrastructure faults (an env or policy server lost, draining, or crashed) raise
@@ -41,7 +41,9 @@ from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES, policy_confi
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from orchestrator.accounting import add_usage
+from orchestrator.balrog import BALROG_TEXT_ENVS
 from orchestrator.demos import MissingDemonstrationsError, evaluation_seeds, load_demonstrations
+from orchestrator.protocol_record import saved_check
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.spec import RunSpec
 
@@ -126,6 +128,7 @@ class Seat:
     uses_model: bool = True
     label: str = ""
     idle_timeout_s: float = 0.0
+    protocol: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -359,7 +362,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         reasoning_tokens=usage["reasoning_tokens"], usage_by_model=kept.by_model,
         prompts=kept.prompts, agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
-        players=_seat_records(spec, driver.seats),
+        players=_seat_records(spec, driver.seats), protocol=protocol_record(driver.seats),
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
         wall_time_s=time.perf_counter() - started, steps=kept.steps)
 
@@ -379,6 +382,21 @@ def _step_record(turn: Turn) -> StepRecord:
         cached_input_tokens=act.usage.cached_input_tokens,
         reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s),
         model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts))
+
+
+def protocol_record(seats: list[Seat]) -> dict[str, Any]:
+    """The episode's ``protocol`` entry: the one seat's ``Ready.protocol`` (plus, under
+    ``balrog``, the saved ``moria protocol-check`` result for its BALROG commit); for several
+    seats, ``{"name": <their common name or "mixed">}``. {} when no seat began."""
+    if not seats:
+        return {}
+    if len(seats) > 1:
+        names = {seat.protocol.get("name", "moria") for seat in seats}
+        return {"name": names.pop() if len(names) == 1 else "mixed"}
+    record = dict(seats[0].protocol)
+    if record.get("name") == "balrog":
+        record["protocol_check"] = saved_check(str(record.get("balrog_commit", "")))
+    return record
 
 
 def _seat_records(spec: RunSpec, seats: list[Seat]) -> dict[str, dict[str, Any]]:
@@ -426,8 +444,10 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
             include_image=any(agent.max_image_history > 0 for agent, _ in spec.seat_configs()),
             include_tensors=any(agent.type in TENSOR_AGENT_TYPES
                                 for agent, _ in spec.seat_configs()),
-            feedback_on_invalid_action=spec.eval.feedback_on_invalid_action),
-        options=struct_from_dict(spec.envs.kwargs_for(plan.env)),
+            # under protocol=balrog the feedback is BALROG's own sentence, written by the player
+            feedback_on_invalid_action=(spec.eval.feedback_on_invalid_action
+                                        and spec.agent.protocol != "balrog")),
+        options=struct_from_dict(env_options(spec, plan.env)),
         oracle=(any(agent.type == "oracle" for agent, _ in spec.seat_configs())
                 or spec.eval.oracle_hints),
         max_steps=spec.eval.max_steps_per_episode or 0,
@@ -435,6 +455,16 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
                                       options=struct_from_dict(player.env_options()))
                  for agent_id, player in sorted(spec.players.items())])
     return await _call(session.open, request, server="env")
+
+
+def env_options(spec: RunSpec, env: str) -> dict[str, Any]:
+    """The family options an episode of ``env`` opens with: the spec's ``<env>_kwargs``, plus
+    ``balrog_source`` for the families whose observation text follows the BALROG checkout under
+    ``agent.protocol=balrog`` (``BALROG_TEXT_ENVS``)."""
+    options = dict(spec.envs.kwargs_for(env))
+    if spec.agent.protocol == "balrog" and env in BALROG_TEXT_ENVS:
+        options["balrog_source"] = spec.agent.balrog_source
+    return options
 
 
 async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
@@ -483,12 +513,14 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                 agent_id=agent_id, instruction=start.instruction,
                 action_space=start.action_space, agent_config=config,
                 seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
-                record_prompts=spec.eval.save_prompts, demonstrations=demos), server="policy")
+                record_prompts=spec.eval.save_prompts, demonstrations=demos,
+                observation=start.observation), server="policy")
         except EpisodeSetupError as exc:
             raise PlayerSetupError(f"the player of {agent_id} ({agent.type}) cannot start: "
                                    f"{exc}") from None
         seats[-1].label = player_label(ready.strategy, ready.model)
         seats[-1].idle_timeout_s = ready.idle_timeout_s
+        seats[-1].protocol = dict_from_struct(ready.protocol)
 
 
 def player_label(strategy: str, model: str) -> str:

@@ -35,6 +35,9 @@ SCORED_END_REASONS: Final[frozenset[str]] = frozenset({"terminated", "truncated"
 #: End reasons whose episodes are re-run on resume and excluded from progression averages.
 RERUN_END_REASONS: Final[frozenset[str]] = frozenset({"agent_error", "env_error", "cancelled"})
 
+#: The protocol of an episode whose ``protocol`` names none (every result older than the field).
+DEFAULT_PROTOCOL: Final[str] = "moria"
+
 _MAX_SEED: Final[int] = 2**64 - 1
 
 
@@ -95,6 +98,14 @@ class EpisodeRecord(_Record):
     ``orchestrator.accounting.USAGE_KEYS`` (calls, four token counts, latency_s). ``prompts``: the
     exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate
     file, never into the episode JSON.
+    ``protocol``: the prompting protocol the episode was played under, as the player reported
+    it. All keys are optional: ``name`` (``"moria"`` or ``"balrog"``; ``"mixed"`` when the seats
+    of a multi-agent game differ), ``balrog_commit`` and ``balrog_source`` (the BALROG checkout
+    whose prompts were used; balrog only), ``instruction_sha256`` (SHA-256 hex of the
+    instruction text the model got), ``generation`` (``{"temperature", "max_tokens"}``) and
+    ``protocol_check`` (the ``moria protocol-check`` result for that commit; {} when none). An
+    empty dict, or one without ``name``, means Moria's own protocol, as in every result written
+    before this field existed (see ``protocol_name``).
 
     Raises ``pydantic.ValidationError`` on unknown fields, an unknown ``end_reason``, a seed out of
     [0, 2**64), a progression out of [0, 1] or an unparsable timestamp.
@@ -128,6 +139,7 @@ class EpisodeRecord(_Record):
     wall_time_s: float = Field(default=0.0, ge=0.0)
     attempts: int = Field(default=1, ge=1)
     retry_errors: list[str] = Field(default_factory=list)
+    protocol: dict[str, Any] = Field(default_factory=dict)
     steps: list[StepRecord] = Field(default_factory=list)
     prompts: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
 
@@ -147,6 +159,12 @@ class EpisodeRecord(_Record):
     def scored(self) -> bool:
         """True when the episode ended normally and enters progression averages."""
         return self.end_reason in SCORED_END_REASONS
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol's ``name`` (``"moria"``, ``"balrog"`` or ``"mixed"``); ``"moria"`` when
+        ``protocol`` is empty or names none."""
+        return str(self.protocol.get("name") or DEFAULT_PROTOCOL)
 
     def summary_fields(self) -> dict[str, Any]:
         """All fields except the step trajectory, as a JSON-ready dict (for telemetry)."""

@@ -49,7 +49,12 @@ from rich.table import Table
 from orchestrator.accounting import PriceTable, load_prices, merge_usage, priced
 from orchestrator.match_report import match_summary, render_match_tables
 from orchestrator.outcome import verdict
-from orchestrator.records import END_REASONS, SCORED_END_REASONS, EpisodeRecord
+from orchestrator.records import (
+    DEFAULT_PROTOCOL,
+    END_REASONS,
+    SCORED_END_REASONS,
+    EpisodeRecord,
+)
 from orchestrator.telemetry import dumps, scrub
 
 logger = logging.getLogger(__name__)
@@ -168,8 +173,9 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
     ``progression`` (top level, as BALROG merges the env stats there) and ``stats`` (which also
     holds ``progression``), ``seed``, ``agent`` and ``client`` (configs). Ours: format_version,
     run_id, env, episode_index, task_dir, end_reason, error, cached/reasoning tokens, versions,
-    timestamps, wall_time_s, ``attempts`` and ``retry_errors`` (re-queues after server faults)
-    and the ``steps`` trajectory.
+    ``protocol`` (the prompting protocol, ``EpisodeRecord.protocol``; {} in files written
+    before it existed, which means Moria's own), timestamps, wall_time_s, ``attempts`` and
+    ``retry_errors`` (re-queues after server faults) and the ``steps`` trajectory.
     """
     data = record.model_dump(mode="json")
     stats = {**data["stats"], "progression": record.progression}
@@ -199,6 +205,7 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
         "usage_by_model": data["usage_by_model"],
         "players": data["players"],
         "versions": data["versions"],
+        "protocol": data["protocol"],
         "started_at": record.started_at,
         "ended_at": record.ended_at,
         "wall_time_s": record.wall_time_s,
@@ -400,14 +407,60 @@ def env_summary(
     }
 
 
+def _distinct(values: Iterable[Any]) -> list[Any]:
+    distinct: list[Any] = []
+    for value in values:
+        if value not in distinct:
+            distinct.append(value)
+    return distinct
+
+
 def _distinct_configs(configs: Iterable[dict[str, Any]]) -> dict[str, Any] | list[dict[str, Any]]:
-    distinct: list[dict[str, Any]] = []
-    for config in configs:
-        if config not in distinct:
-            distinct.append(config)
+    distinct: list[dict[str, Any]] = _distinct(configs)
     if len(distinct) <= 1:
         return distinct[0] if distinct else {}
     return distinct
+
+
+def _one_or_list(values: list[Any]) -> Any:
+    """None for no value, the value for one, the list for several."""
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def _instruction_hashes(episodes: list[EpisodeRecord]) -> dict[str, list[str]]:
+    hashes: dict[str, set[str]] = {}
+    for e in episodes:
+        digest = e.protocol.get("instruction_sha256")
+        if digest:
+            hashes.setdefault(e.env, set()).add(str(digest))
+    return {env: sorted(found) for env, found in sorted(hashes.items())}
+
+
+def protocol_summary(episodes: list[EpisodeRecord]) -> dict[str, Any]:
+    """The ``protocol`` section of ``summary.json``: under which prompting protocol ``episodes``
+    were made (from each ``EpisodeRecord.protocol``; an empty one is Moria's own).
+
+    Keys: ``name``: ``"moria"`` or ``"balrog"`` when every episode shares it (``"moria"`` for no
+    episode), else ``"mixed"``, which must never be compared with BALROG's leaderboard;
+    ``balrog_commit``: the commit, a list of the distinct commits when several, None when no
+    episode names one; ``instruction_sha256``: {env: sorted distinct instruction hashes} (envs
+    without any are left out); ``generation``: the generation settings shared by the episodes,
+    a list of the distinct ones, or None; ``protocol_check``: the first non-empty
+    ``protocol_check`` of the episodes ({} when none). Never raises.
+    """
+    names = _distinct(e.protocol_name for e in episodes) or [DEFAULT_PROTOCOL]
+    checks = [e.protocol["protocol_check"] for e in episodes if e.protocol.get("protocol_check")]
+    return {
+        "name": names[0] if len(names) == 1 else "mixed",
+        "balrog_commit": _one_or_list(_distinct(
+            e.protocol["balrog_commit"] for e in episodes if e.protocol.get("balrog_commit"))),
+        "instruction_sha256": _instruction_hashes(episodes),
+        "generation": _one_or_list(_distinct(
+            e.protocol["generation"] for e in episodes if "generation" in e.protocol)),
+        "protocol_check": checks[0] if checks else {},
+    }
 
 
 def compute_summary(
@@ -429,7 +482,9 @@ def compute_summary(
     ``matches`` holds the per-team/per-seat rows of multi-agent games
     (``orchestrator.match_report.match_summary``). ``outcome`` is the run's verdict
     (``orchestrator.outcome.verdict`` over ``planned``, the run's planned episode keys; None:
-    the episodes found are the plan).
+    the episodes found are the plan). ``protocol``: the prompting protocol of the episodes
+    (``protocol_summary``); BALROG's leaderboard is only comparable when its ``name`` is
+    ``"balrog"``. Each env's ``episodes_total`` counts its episode records, scored or not.
     """
     prices = prices or load_prices()
     names = list(envs) if envs is not None else sorted({e.env for e in episodes})
@@ -470,6 +525,7 @@ def compute_summary(
         "matches": match_summary(chosen),
         **invalid_action_counts(chosen),
         "outcome": verdict(chosen, planned).as_json(),
+        "protocol": protocol_summary(chosen),
     }
 
 
@@ -598,6 +654,37 @@ def _cost(figures: Mapping[str, Any]) -> str:
     return "unpriced" if cost is None else f"${cost:,.4f}"
 
 
+def commit_label(commit: Any) -> str:
+    """A ``balrog_commit`` value of a summary's ``protocol`` section as short text: the first
+    12 characters of the commit, of each commit joined by ", " for a list, ``"unknown"`` for
+    None or an empty value."""
+    commits = commit if isinstance(commit, list) else [commit]
+    return ", ".join(str(c)[:12] for c in commits if c) or "unknown"
+
+
+def protocol_line(protocol: Mapping[str, Any] | None) -> str:
+    """The one line ``moria report`` prints under its table about the run's protocol (the
+    ``protocol`` section of ``summary.json``; None or {} is Moria's own protocol)::
+
+        Protocol: balrog (BALROG commit <12 hex>; protocol-check: <status>)
+        Protocol: moria (Moria's own prompts; not comparable with BALROG's leaderboard)
+        Protocol: mixed - WARNING: ...
+
+    ``<status>`` is ``protocol_check["status"]``, ``not run`` when there is none.
+    """
+    protocol = protocol or {}
+    name = protocol.get("name") or DEFAULT_PROTOCOL
+    if name == "balrog":
+        status = (protocol.get("protocol_check") or {}).get("status") or "not run"
+        return (f"Protocol: balrog (BALROG commit {commit_label(protocol.get('balrog_commit'))}; "
+                f"protocol-check: {status})")
+    if name == "moria":
+        return "Protocol: moria (Moria's own prompts; not comparable with BALROG's leaderboard)"
+    return (f"Protocol: {name} - WARNING: the episodes were played under different prompting "
+            "protocols; these numbers are comparable with neither BALROG's leaderboard nor a "
+            "single-protocol run")
+
+
 def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Table:
     """A rich ``Table`` of a results directory: per env, per task and overall.
 
@@ -651,8 +738,11 @@ def print_report(
     out_dir: str | Path, console: Console | None = None, prices: PriceTable | None = None
 ) -> None:
     """Print ``render_report(out_dir, prices)`` to ``console`` (default: a new stdout Console),
-    then the per-team/per-seat tables of multi-agent games (``orchestrator.match_report``)."""
+    the run's ``protocol_line`` under it, then the per-team/per-seat tables of multi-agent
+    games (``orchestrator.match_report``). Raises as ``render_report`` does."""
     console = console or Console()
     console.print(render_report(out_dir, prices))
-    for table in render_match_tables(match_summary(load_episodes(out_dir))):
+    episodes = load_episodes(out_dir)
+    console.print(protocol_line(protocol_summary(episodes)), markup=False, highlight=False)
+    for table in render_match_tables(match_summary(episodes)):
         console.print(table)

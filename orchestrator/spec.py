@@ -398,10 +398,10 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
 
 def resolve_local_paths(spec: RunSpec) -> RunSpec:
     """Make the spec's file paths absolute from the current directory, for a run whose servers
-    are started here (no ``endpoints``): RL checkpoints, the demo folder and the price table,
-    so errors name the resolved path and the local servers (whatever their working
-    directory) open the same files. With endpoints, paths name files of those servers and are
-    left as given. Returns ``spec``, changed in place."""
+    are started here (no ``endpoints``): RL checkpoints, ``agent.balrog_source``, the demo
+    folder and the price table, so errors name the resolved path and the local servers
+    (whatever their working directory) open the same files. With endpoints, paths name files
+    of those servers and are left as given. Returns ``spec``, changed in place."""
     if spec.endpoints.configured:
         return spec
 
@@ -411,6 +411,8 @@ def resolve_local_paths(spec: RunSpec) -> RunSpec:
     for agent in (spec.agent, *(p.agent for p in spec.players.values() if p.agent)):
         if agent.checkpoint:
             agent.checkpoint = absolute(agent.checkpoint)
+        if agent.balrog_source and agent.balrog_source != "installed":
+            agent.balrog_source = absolute(agent.balrog_source)
     if spec.eval.icl_dataset:
         spec.eval.icl_dataset = absolute(spec.eval.icl_dataset)
     if isinstance(spec.eval.prices, str):

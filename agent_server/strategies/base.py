@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agent_server.backends.base import Backend
 from agent_server.turn import Decision, EpisodeContext, TurnInput
@@ -34,6 +34,12 @@ class Strategy(abc.ABC):
         nor re-encodes the observation's image and passes ``image_png=None`` (an image that
         would not decode is then no error either). Non-LLM players see no images."""
         return False
+
+    def protocol(self) -> dict[str, Any]:
+        """What results record of this episode's prompting protocol (``Ready.protocol``):
+        ``{"name": "moria"}`` for players that prompt no model; LLM strategies add the
+        instruction's SHA-256 and the generation settings."""
+        return {"name": "moria"}
 
     @abc.abstractmethod
     async def act(self, turn: TurnInput) -> Decision:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agent_server.backends import image_input_problem
 from agent_server.backends.base import Backend, ChatMessage, Completion, GenerateParams
@@ -17,6 +17,7 @@ from agent_server.extract import ExtractMode, extract_action, split_answer
 from agent_server.history import HistoryBuilder
 from agent_server.strategies.base import Strategy
 from agent_server.turn import Decision, EpisodeContext, TurnInput
+from moria.balrog_source import text_sha256
 
 #: Per-call provider seeds are drawn below this bound (fits every provider's seed field).
 SEED_BOUND_BITS = 31
@@ -90,6 +91,13 @@ class LLMStrategy(Strategy):
             alternate_roles=ctx.client.alternate_roles,
             answer_template=self.answer_template,
         )
+
+    def protocol(self) -> dict[str, Any]:
+        """Moria's protocol: the SHA-256 of the system prompt (instruction + answer rules) and
+        the generation settings sent."""
+        kwargs = self.ctx.client.generate_kwargs
+        return {"name": "moria", "instruction_sha256": text_sha256(self.history.instruction),
+                "generation": {"temperature": kwargs.temperature, "max_tokens": kwargs.max_tokens}}
 
     @property
     def uses_images(self) -> bool:

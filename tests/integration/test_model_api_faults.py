@@ -54,8 +54,10 @@ async def test_run_completes_through_injected_faults_and_counts_retries(
     assert summary["end_reasons"]["agent_error"] == 0
     # the seeded RNG did inject every kind of fault
     assert all(count > 0 for count in injected.values()), injected
-    # each fault cost exactly one retry, and each answered request was one model call
-    assert summary["model_retries"] == sum(injected.values())
+    # every injected fault cost a retry (a loaded machine may add a real timeout of its own,
+    # so exactly what the server saw is checked: each answered request was one model call and
+    # every other request one retry)
+    assert summary["model_retries"] >= sum(injected.values())
     assert summary["model_calls"] == answered
     assert sent == summary["model_calls"] + summary["model_retries"]
     env_figures = summary["environments"]["babyai"]

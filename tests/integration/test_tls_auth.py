@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import os
 import signal
 import subprocess
@@ -307,33 +308,37 @@ async def test_configure_transport_applies_to_the_listed_targets(
 
 
 async def test_action_text_over_the_cap_is_an_invalid_action() -> None:
-    async with env_server(max_action_chars=64) as srv:
+    async with env_server(max_action_chars=9) as srv:
         session = EnvClient(srv.target).session()
         await session.open(_open())
-        long_text = "turn left" + " " * 55  # 64 characters: within the cap, strip() matches
-        step = await session.step({"agent_0": text_action(long_text)})
+        step = await session.step({"agent_0": text_action("turn left")})  # 9 characters
         result = step.agents["agent_0"].action_result
         assert result.valid and result.applied_action.text == "turn left"
-        step = await session.step({"agent_0": text_action(long_text + " ")})  # 65 characters
+        step = await session.step({"agent_0": text_action("turn right")})  # 10 characters
         result = step.agents["agent_0"].action_result
         assert not result.valid
         assert result.applied_action.text == "go forward"  # BabyAI's default action
-        assert "turn left" not in result.feedback
+        assert "turn right" not in result.feedback
         # The session goes on.
-        step = await session.step({"agent_0": text_action("turn right")})
+        step = await session.step({"agent_0": text_action("toggle")})
         assert step.agents["agent_0"].action_result.valid
         assert step.step == 3
         await session.close()
 
 
-async def test_default_cap_is_4096_characters() -> None:
+async def test_default_cap_is_4096_characters(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="moria.env")
     async with env_server() as srv:
         session = EnvClient(srv.target).session()
         await session.open(_open())
-        step = await session.step({"agent_0": text_action("turn left" + " " * 4087)})
-        assert step.agents["agent_0"].action_result.valid
-        step = await session.step({"agent_0": text_action("turn left" + " " * 4088)})
+        # both are invalid answers (not an action name); only the longer one is cut off by
+        # the cap before the game judges it
+        step = await session.step({"agent_0": text_action("x" * 4096)})
         assert not step.agents["agent_0"].action_result.valid
+        assert "character action text" not in caplog.text
+        step = await session.step({"agent_0": text_action("x" * 4097)})
+        assert not step.agents["agent_0"].action_result.valid
+        assert "sent a 4097-character action text (cap 4096)" in caplog.text
         await session.close()
 
 

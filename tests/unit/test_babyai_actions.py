@@ -14,8 +14,10 @@ def test_exact_name_is_valid() -> None:
     assert resolve_action("toggle", ACTIONS, "go forward") == ("toggle", True)
 
 
-def test_surrounding_whitespace_is_ignored() -> None:
-    assert resolve_action("  turn left\n", ACTIONS, "go forward") == ("turn left", True)
+def test_surrounding_whitespace_makes_an_answer_invalid_like_balrog() -> None:
+    # BALROG's check_action_validity is plain membership: " turn left" is not "turn left"
+    assert resolve_action("  turn left\n", ACTIONS, "go forward") == ("go forward", False)
+    assert resolve_action(" toggle", ACTIONS, "go forward") == ("go forward", False)
 
 
 def test_names_are_case_sensitive_like_balrog() -> None:

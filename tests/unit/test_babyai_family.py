@@ -89,7 +89,7 @@ def test_actions_instruction_and_first_view(family) -> None:
     assert "in front of you" in text and "destroys" in text and "done" not in text
     assert view.long_term_context and "You see" not in view.long_term_context
     assert view.short_term_context == ""
-    assert view.info == {} and view.image is None
+    assert view.info == {"mission": mission} and view.image is None
     assert game.max_steps == 64
 
 
@@ -183,7 +183,9 @@ def test_invalid_action_applies_default_with_feedback(family) -> None:
     assert not t.valid and t.applied_action == "go forward"
     assert "'go forward'" in t.feedback
     assert t.view.short_term_context == t.feedback
-    t = game.step({A: " turn left "}).transitions[A]
+    t = game.step({A: " turn left "}).transitions[A]  # BALROG's exact rule: spaces count
+    assert not t.valid and t.applied_action == "go forward"
+    t = game.step({A: "turn left"}).transitions[A]
     assert t.valid and t.feedback == "" and t.view.short_term_context == ""
     t = game.step({A: 1}).transitions[A]
     assert t.valid and t.applied_action == "turn right"
@@ -246,9 +248,11 @@ def test_oracle_follows_deviations(family) -> None:
 
 
 def test_no_privileged_info_without_oracle(family) -> None:
+    # only the mission, which the instruction states anyway (BALROG's instruction needs it)
     game = _open(family, f"{MIXED}/open")
-    assert game.reset()[A].info == {}
-    assert game.step({A: "turn left"}).transitions[A].view.info == {}
+    mission = game.reset()[A].info["mission"]
+    assert game.reset()[A].info == {"mission": mission}
+    assert game.step({A: "turn left"}).transitions[A].view.info == {"mission": mission}
 
 
 # -- images -----------------------------------------------------------------------------------

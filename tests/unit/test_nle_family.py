@@ -167,7 +167,8 @@ def test_invalid_action_becomes_esc_with_feedback(family) -> None:
     assert "not a valid action" in tr.feedback and "'esc'" in tr.feedback
     assert tr.view.short_term_context.startswith(tr.feedback)
     assert "valid action" not in tr.view.long_term_context
-    assert _act(game, " north ").transitions[A].valid
+    assert not _act(game, " north ").transitions[A].valid  # BALROG's exact rule
+    assert _act(game, "north").transitions[A].valid
     tr = _act(game, 2).transitions[A]  # an index into the action list
     assert (tr.valid, tr.applied_action) == (True, "south")
 

@@ -134,8 +134,10 @@ def test_step_limit_ends_with_partial_progression_and_invalid_answers_become_hel
     assert not first.valid and first.applied_action == "help"
     assert "'help'" in first.view.short_term_context
     assert "look" in first.view.long_term_context  # the help text
+    # the command goes to the game as submitted, as BALROG sends it
     second = game.step({"agent_0": "  look\n"}).transitions["agent_0"]
-    assert second.valid and second.applied_action == "look"
+    assert second.valid and second.applied_action == "  look\n"
+    assert "Cellar" in second.view.long_term_context
     assert second.view.short_term_context == ""
     last = game.step({"agent_0": "xyzzy"})
     assert last.done and last.transitions["agent_0"].truncated

@@ -160,7 +160,10 @@ class BabyAIGame(SingleAgentGame):
             image=frame,
             # minigrid's encoded egocentric view: (7, 7, 3) uint8 of (object, colour, state)
             tensors={"grid": image},
-            info={} if expert is None else {"expert_action": expert},
+            # the mission in every view: BALROG's own BabyAI instruction names it
+            # (agent.protocol=balrog reads it from the first observation)
+            info={"mission": str(self._env.mission),
+                  **({} if expert is None else {"expert_action": expert})},
         )
 
     def _started(self) -> Any:

@@ -15,7 +15,10 @@ Accepted keys (BALROG's ``envs.crafter_kwargs`` where they make sense, plus the 
 - ``reward``: only ``true`` (crafter's reward is always reported);
 - ``seed``: only ``null``: the world comes from the episode seed;
 - ``max_episode_steps``: the step limit, 1..1,000,000 (default 2000; ``GameOptions.max_steps``
-  wins over it).
+  wins over it);
+- ``balrog_source``: a BALROG checkout (as ``agent.balrog_source``): the text then comes from
+  that checkout's own code (``balrog_text.py``) and ``text_format`` may not be given. The
+  orchestrator sets it for runs with ``agent.protocol=balrog``.
 
 Any other key is an error. Every error is a ``GameOptionError`` naming the option.
 """
@@ -51,6 +54,7 @@ ALLOWED_KEYS: list[str] = [
     "reward",
     "seed",
     "max_episode_steps",
+    "balrog_source",
 ]
 
 
@@ -62,12 +66,13 @@ class CrafterConfig:
     size: tuple[int, int] = DEFAULT_SIZE
     area: tuple[int, int] = DEFAULT_AREA
     max_episode_steps: int = DEFAULT_MAX_STEPS
+    balrog_source: str | None = None
 
     def text_metrics(self) -> dict[str, Any]:
         """The text settings every result records: ``text_format`` and the four options as
         applied (the legacy format always applies the defaults)."""
         return {
-            "text_format": self.text.text_format,
+            "text_format": "balrog" if self.balrog_source else self.text.text_format,
             "unique_items": self.text.unique_items,
             "precise_location": self.text.precise_location,
             "skip_items": list(self.text.skip_items),
@@ -138,6 +143,12 @@ def parse_kwargs(kwargs: dict[str, Any], task: str) -> CrafterConfig:
             an unknown key (the message lists the allowed keys).
     """
     kwargs = dict(kwargs)
+    balrog_source = kwargs.pop("balrog_source", None)
+    if balrog_source is not None and (not isinstance(balrog_source, str) or not balrog_source):
+        raise GameOptionError("balrog_source: expected the path of a BALROG checkout")
+    if balrog_source is not None and "text_format" in kwargs:
+        raise GameOptionError("text_format: not with balrog_source (the BALROG checkout's own "
+                              "code writes the text)")
     text_format = pop_choice(kwargs, "text_format", "legacy", TEXT_FORMATS)
     defaults = TextOptions()
     text = TextOptions(
@@ -147,7 +158,7 @@ def parse_kwargs(kwargs: dict[str, Any], task: str) -> CrafterConfig:
         skip_items=_pop_names(kwargs, "skip_items"),
         edge_only_items=_pop_names(kwargs, "edge_only_items"),
     )
-    if text_format == "legacy":
+    if text_format == "legacy" and balrog_source is None:
         for name in ("unique_items", "precise_location", "skip_items", "edge_only_items"):
             if getattr(text, name) != getattr(defaults, name):
                 raise GameOptionError(
@@ -160,4 +171,5 @@ def parse_kwargs(kwargs: dict[str, Any], task: str) -> CrafterConfig:
     _pop_fixed(kwargs, "seed", None, "the world comes from the episode seed")
     max_steps = pop_int(kwargs, "max_episode_steps", DEFAULT_MAX_STEPS, 1, MAX_STEPS_LIMIT)
     reject_unknown(kwargs, task, ALLOWED_KEYS)
-    return CrafterConfig(text=text, size=size, area=area, max_episode_steps=max_steps)
+    return CrafterConfig(text=text, size=size, area=area, max_episode_steps=max_steps,
+                         balrog_source=balrog_source)

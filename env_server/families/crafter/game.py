@@ -40,6 +40,7 @@ import numpy as np
 from env_server.actions import (
     single_agent_result,
 )
+from env_server.families.crafter.balrog_text import BalrogCrafterText
 from env_server.families.crafter.config import CrafterConfig
 from env_server.families.crafter.instruction import build_instruction
 from env_server.families.crafter.text import long_term_text, short_term_text
@@ -79,6 +80,9 @@ class CrafterGame(SingleAgentGame):
         limit = options.max_steps
         self._step_limit = int(limit) if limit is not None else config.max_episode_steps
         self._instruction = build_instruction()
+        self._balrog_text = (BalrogCrafterText(config.balrog_source, config.text)
+                             if config.balrog_source else None)
+        self._info: dict[str, Any] = {}
         self._env: Any = None
         self._image: np.ndarray | None = None
         self._closed = False
@@ -185,6 +189,7 @@ class CrafterGame(SingleAgentGame):
         """After a crafter step: render the frame as BALROG does, record achievements, and
         return the new ``Frame``."""
         self._image = np.asarray(self._env.render(), dtype=np.uint8)
+        self._info = info
         counts = info["achievements"]
         for name in ACHIEVEMENTS:
             self._counts[name] = int(counts[name])
@@ -194,14 +199,18 @@ class CrafterGame(SingleAgentGame):
 
     def _view(self, frame: Frame, notice: str) -> AgentView:
         window = local_window(frame.semantic, frame.pos)
-        short_term = short_term_text(frame.inventory)
+        if self._balrog_text is not None:
+            long_term, short_term = self._balrog_text.describe(self._env, self._info)
+        else:
+            long_term = long_term_text(frame, self._config.text, window)
+            short_term = short_term_text(frame.inventory)
         if notice:
             short_term = f"{notice}\n\n{short_term}"
         image = None
         if self._options.render_image and self._image is not None:
             image = self._image.copy()
         return AgentView(
-            long_term_context=long_term_text(frame, self._config.text, window),
+            long_term_context=long_term,
             short_term_context=short_term,
             image=image,
             tensors={"semantic": np.ascontiguousarray(window.T)},

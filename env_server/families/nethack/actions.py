@@ -160,7 +160,7 @@ NLE_COMMANDS: tuple[KeyAction, ...] = (
     KeyAction("shell", ord("!"), "shell escape; disabled in this game, it does nothing"),
     KeyAction("sit", _meta("s"), "sit down on the square you are on"),
     KeyAction("swap", ord("x"), "swap your wielded weapon with your secondary weapon"),
-    KeyAction("takeoff", ord("T"), "take off one piece of armor"),
+    KeyAction("takeoff", ord("T"), "remove one worn piece of armor (asks which)"),
     KeyAction("takeoffall", ord("A"), "take off several worn items, chosen from a menu"),
     KeyAction("throw", ord("t"), "throw an item (asks which item, then a direction)"),
     KeyAction("tip", _meta("T"), "empty a container onto the floor"),

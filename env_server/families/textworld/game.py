@@ -156,7 +156,8 @@ class TextWorldGame(SingleAgentGame):
         return {AGENT_ID: view}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
-        """Send ``actions["agent_0"]`` to the game (a non-text answer becomes ``help``).
+        """Send ``actions["agent_0"]`` to the game as submitted, as BALROG does (a non-text
+        answer becomes ``help``).
 
         Raises:
             RuntimeError: before ``reset`` or after the episode ended.
@@ -164,7 +165,7 @@ class TextWorldGame(SingleAgentGame):
         """
         submitted = single_agent_action(actions, AGENT_ID, started=self._started, done=self._done)
         valid = isinstance(submitted, str)
-        command = " ".join(submitted.split()) if isinstance(submitted, str) else DEFAULT_ACTION
+        command = submitted if isinstance(submitted, str) else DEFAULT_ACTION
         feedback = "" if valid else invalid_action_feedback(submitted, command)
 
         previous = self._score

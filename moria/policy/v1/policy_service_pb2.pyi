@@ -34,7 +34,7 @@ class GetInfoResponse(_message.Message):
     def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., strategies: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_streams: _Optional[int] = ..., config_errors: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts")
+    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts", "observation")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class Begin(_message.Message):
     TASK_FIELD_NUMBER: _ClassVar[int]
     DEMONSTRATIONS_FIELD_NUMBER: _ClassVar[int]
     RECORD_PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     agent_id: str
     instruction: str
@@ -55,7 +56,8 @@ class Begin(_message.Message):
     task: str
     demonstrations: _containers.RepeatedCompositeFieldContainer[Demonstration]
     record_prompts: bool
-    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ...) -> None: ...
+    observation: _types_pb2.Observation
+    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ...) -> None: ...
 
 class Demonstration(_message.Message):
     __slots__ = ("task", "seed", "instruction", "steps", "source")
@@ -118,14 +120,16 @@ class PlayRequest(_message.Message):
     def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., observe: _Optional[_Union[Observe, _Mapping]] = ..., end: _Optional[_Union[End, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ...) -> None: ...
 
 class Ready(_message.Message):
-    __slots__ = ("strategy", "model", "idle_timeout_s")
+    __slots__ = ("strategy", "model", "idle_timeout_s", "protocol")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     strategy: str
     model: str
     idle_timeout_s: float
-    def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ..., idle_timeout_s: _Optional[float] = ...) -> None: ...
+    protocol: _struct_pb2.Struct
+    def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ..., idle_timeout_s: _Optional[float] = ..., protocol: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Act(_message.Message):
     __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error", "stop_reason", "attempts", "prompt_json", "model")

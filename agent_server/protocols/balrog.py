@@ -1,0 +1,232 @@
+"""``agent.protocol=balrog``: one episode played by BALROG's own agent code.
+
+Each turn follows BALROG's evaluation loop (``Evaluator.run_episode``): the observation goes to
+BALROG's agent (``act(obs, prev_action)``) with the previous answer as ``prev_action``; the agent
+builds the chat with BALROG's prompt builder, appends its own answer rule to the last user message
+and extracts the answer with its own rule; BALROG's ``check_action_validity`` decides which action
+BALROG would apply; when that is not the answer, BALROG's feedback statement rewrites the *next*
+observation's long-term text (so the feedback stays in the history, as in BALROG). The answer
+itself goes to Moria's env, which applies it under the same exact-match rule.
+
+Moria's part is the bridge: observations in BALROG's dict form, BALROG's ``Message`` list turned
+into a provider request (roles, text, one PNG per attachment) and sent through the episode's
+backend, and the completion returned as BALROG's ``LLMResponse`` (stripped, as BALROG's clients
+do). Settings come from the checkout's ``config/config.yaml`` (``agent`` windows,
+``client.generate_kwargs``, ``eval.feedback_on_invalid_action``); a value the run spec sets
+explicitly wins and is recorded. The temperature and output-token limit sent are what the
+checkout's own OpenAI client sends for that config (``BalrogSource.generation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from typing import Any, ClassVar
+
+from agent_server.backends import image_input_problem
+from agent_server.backends.base import Backend, ChatMessage, GenerateParams, TokenUsage
+from agent_server.strategies.base import Strategy
+from agent_server.strategies.llm import prompt_json
+from agent_server.turn import Decision, EpisodeContext, TurnInput
+from moria.balrog_source import BalrogSource, load_balrog_source, text_sha256
+
+#: Spec fields of ``agent`` that override the checkout's ``agent`` section when set explicitly.
+AGENT_OVERRIDES: tuple[str, ...] = (
+    "max_text_history", "max_image_history", "max_cot_history", "remember_cot", "max_icl_history",
+)
+#: Fields of ``client.generate_kwargs`` that override the checkout's when set explicitly.
+GENERATION_OVERRIDES: tuple[str, ...] = ("temperature", "max_tokens")
+
+
+class PngFrame:
+    """An observation image in the form BALROG's code handles: an object with
+    ``save(fp, format="PNG")`` (as a PIL image has); holds the PNG bytes unchanged."""
+
+    def __init__(self, png: bytes) -> None:
+        self.png = png
+
+    def save(self, fp: Any, format: str | None = None, **_: Any) -> None:
+        """Write the PNG bytes to the file object ``fp`` (``format`` must be PNG or None)."""
+        if format not in (None, "PNG", "png"):
+            raise ValueError(f"PngFrame holds a PNG, cannot save as {format!r}")
+        fp.write(self.png)
+
+
+def effective_config(source: BalrogSource, ctx: EpisodeContext) -> Any:
+    """The checkout's config with the spec's explicit overrides applied (an OmegaConf copy)."""
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(OmegaConf.to_container(source.config, resolve=True))
+    agent_set = ctx.agent.model_fields_set
+    for name in AGENT_OVERRIDES:
+        if name in agent_set:
+            OmegaConf.update(config, f"agent.{name}", getattr(ctx.agent, name), force_add=True)
+    OmegaConf.update(config, "agent.type", ctx.agent.type, force_add=True)
+    # the model is always the run spec's
+    OmegaConf.update(config, "client.model_id", ctx.client.model_id, force_add=True)
+    kwargs = ctx.client.generate_kwargs
+    for name in GENERATION_OVERRIDES:
+        if name in kwargs.model_fields_set:
+            OmegaConf.update(config, f"client.generate_kwargs.{name}", getattr(kwargs, name),
+                             force_add=True)
+    return config
+
+
+def _build_agent(source: BalrogSource, config: Any, agent_type: str, client: Any) -> Any:
+    cls = source.agent_class(agent_type)
+    builder = source.create_prompt_builder(config.agent)
+    def factory() -> Any:
+        return client
+    if agent_type in ("cot", "robust_cot"):
+        return cls(factory, builder, config=config)
+    if agent_type == "few_shot":
+        return cls(factory, builder, config.agent.max_icl_history)
+    return cls(factory, builder)
+
+
+class _BridgeClient:
+    """BALROG's client interface (``generate(messages)``) over a Moria backend, called from the
+    worker thread BALROG's agent runs in; the model call itself runs on the event loop."""
+
+    def __init__(self, source: BalrogSource, backend: Backend, params: GenerateParams,
+                 model_id: str, loop: asyncio.AbstractEventLoop, record_prompts: bool) -> None:
+        self._source = source
+        self._backend = backend
+        self._params = params
+        self._model_id = model_id
+        self._loop = loop
+        self._record_prompts = record_prompts
+        self.last: Any = None
+        self.last_prompt = ""
+
+    def generate(self, messages: list[Any]) -> Any:
+        """One model call for BALROG's ``messages``; returns BALROG's ``LLMResponse``."""
+        chat = [ChatMessage(role=m.role, content=m.content,
+                            images=[] if m.attachment is None else [_png(m.attachment)])
+                for m in messages]
+        self.last_prompt = prompt_json(chat) if self._record_prompts else ""
+        future = asyncio.run_coroutine_threadsafe(self._backend.complete(chat, self._params),
+                                                  self._loop)
+        completion = future.result()
+        self.last = completion
+        return self._source.llm_response(
+            model_id=self._model_id, completion=completion.text.strip(),
+            stop_reason=completion.stop_reason, input_tokens=completion.usage.input_tokens,
+            output_tokens=completion.usage.output_tokens, reasoning=None)
+
+
+def _png(attachment: Any) -> bytes:
+    if isinstance(attachment, PngFrame):
+        return attachment.png
+    buffer = io.BytesIO()
+    attachment.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class BalrogProtocolStrategy(Strategy):
+    """One episode under BALROG's protocol (see the module docstring).
+
+    Raises (at construction, so the Begin is refused before any turn):
+        BalrogSourceError: ``agent.balrog_source`` is missing or unusable, the agent type or env
+            is not BALROG's.
+        ValueError: no backend, or images asked of a client that takes none.
+    """
+
+    name: ClassVar[str] = "balrog"
+
+    def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
+        if backend is None:
+            raise ValueError(f"agent.protocol=balrog with {ctx.agent.type!r} needs a model backend")
+        super().__init__(ctx, backend)
+        self.source = load_balrog_source(ctx.agent.balrog_source or "")
+        self.config = effective_config(self.source, ctx)
+        problem = image_input_problem(ctx.client, int(self.config.agent.max_image_history))
+        if problem:
+            raise ValueError(problem)
+        self.source.agent_class(ctx.agent.type)  # a type this commit lacks: refused at Begin
+        self.generation = self.source.generation(self.config)
+        self._params = GenerateParams(temperature=self.generation["temperature"],
+                                      max_tokens=self.generation["max_tokens"],
+                                      extra=dict(ctx.client.generate_kwargs.model_extra or {}))
+        self._backend: Backend = backend
+        self._agent: Any = None
+        self._client: _BridgeClient | None = None
+        self._check = self.source.validity(ctx.env_name, ctx.task, action_names=ctx.action_names,
+                                           default_action=ctx.default_action)
+        self.instruction = self.source.instruction(
+            ctx.env_name, ctx.task, action_names=ctx.action_names,
+            default_action=ctx.default_action, mission=ctx.first_info.get("mission"))
+        self._prev_answer: str | None = None
+        self._prev_applied: str | None = None
+
+    @property
+    def uses_images(self) -> bool:
+        """True when BALROG's config keeps images in the history."""
+        return int(self.config.agent.max_image_history) > 0
+
+    def protocol(self) -> dict[str, Any]:
+        """What results record of this episode's protocol."""
+        return {"name": "balrog", "balrog_commit": self.source.commit,
+                "balrog_source": str(self.source.package_dir.parent),
+                "instruction_sha256": text_sha256(self.instruction),
+                "generation": dict(self.generation),
+                "feedback_statement": bool(self.source.feedback),
+                "set_aside": sorted(self.source.set_aside)}
+
+    def _start(self) -> None:
+        self._client = _BridgeClient(self.source, self._backend, self._params,
+                                     self.ctx.client.model_id or "", asyncio.get_running_loop(),
+                                     self.ctx.record_prompts)
+        self._agent = _build_agent(self.source, self.config, self.ctx.agent.type, self._client)
+        self._agent.reset()
+        self._agent.prompt_builder.update_instruction_prompt(self.instruction)
+        if self.ctx.agent.type == "few_shot":
+            self._load_demonstrations()
+
+    def _load_demonstrations(self) -> None:
+        for demo in self.ctx.demonstrations:
+            for step in demo.steps:
+                observation = {"text": {"long_term_context": step.observation}}
+                self._agent.update_icl_observation(observation)
+                self._agent.update_icl_action(step.action)
+            self._agent.wrap_episode()
+
+    def observation(self, turn: TurnInput) -> dict[str, Any]:
+        """``turn`` in BALROG's observation form, with BALROG's feedback statement applied when
+        BALROG's validity check replaced the previous answer."""
+        obs: dict[str, Any] = {
+            "text": {"long_term_context": turn.long_term_context,
+                     "short_term_context": turn.short_term_context},
+            "image": PngFrame(turn.image_png) if turn.image_png is not None else None,
+        }
+        if (self.source.feedback is not None and self._prev_answer is not None
+                and self._prev_applied is not None):
+            self.source.feedback.apply(obs, self._prev_applied, self._prev_answer, self.config)
+        return obs
+
+    async def act(self, turn: TurnInput) -> Decision:
+        """Ask BALROG's agent for ``turn``'s answer (see the module docstring).
+
+        Raises BackendError when the model call failed for good."""
+        if self._agent is None:
+            self._start()
+        assert self._client is not None
+        obs = self.observation(turn)
+        started = time.perf_counter()
+        response = await asyncio.to_thread(self._agent.act, obs, prev_action=self._prev_answer)
+        answer = str(response.completion)
+        self._prev_answer = answer
+        self._prev_applied = str(self._check(answer))
+        completion = self._client.last
+        return Decision(
+            action=answer,
+            raw_completion=completion.text if completion is not None else "",
+            reasoning=str(getattr(response, "reasoning", "") or ""),
+            usage=completion.usage if completion is not None else TokenUsage(),
+            latency_s=completion.latency_s if completion is not None
+            else time.perf_counter() - started,
+            stop_reason=completion.stop_reason if completion is not None else "",
+            attempts=completion.attempts if completion is not None else 0,
+            prompt_json=self._client.last_prompt,
+        )

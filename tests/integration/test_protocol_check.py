@@ -1,0 +1,84 @@
+"""``moria protocol-check`` and ``agent.protocol=balrog`` runs, over real servers.
+
+The BALROG side is tests/fixtures/balrog_standin (our stand-in with BALROG's module layout);
+the env and agent servers are real children (``LocalStack``) or real loopback servers, the model
+is a local server speaking OpenAI's wire format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.protocol_check import run_check
+from orchestrator.protocol_record import saved_check
+from tests.integration.test_run_outcomes import moria, servers
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.servers import env_server, policy_server
+
+STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "balrog_standin"
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MORIA_CACHE_DIR", str(tmp_path / "cache"))
+
+
+async def test_protocol_check_finds_requests_and_actions_equal(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = await run_check(str(STANDIN), ["babyai", "crafter"], ["naive", "robust_cot"],
+                             max_steps=6, log_dir=tmp_path / "logs", progress=lines.append)
+    assert result["status"] == "passed", json.dumps(result, indent=1)
+    for env in ("babyai", "crafter"):
+        row = result["envs"][env]
+        # 2 strategies x 6 steps, each one model call and one applied action
+        assert (row["requests"], row["requests_equal"]) == (12, 12)
+        assert (row["actions"], row["actions_equal"]) == (12, 12)
+    assert len(lines) == 4
+    # saved under the checkout's commit (the stand-in is no checkout of its own: "unknown")
+    assert result["balrog_commit"] == "unknown"
+    assert saved_check("unknown")["status"] == "passed"
+
+
+async def test_protocol_check_cli_refuses_a_path_that_is_not_balrog(tmp_path: Path) -> None:
+    code, out, _ = await moria("protocol-check", "--balrog", str(tmp_path), cwd=tmp_path)
+    assert code == 2
+    assert "is not a BALROG checkout" in out
+
+
+async def test_eval_with_balrog_protocol_and_no_source_stops_before_any_episode(
+        tmp_path: Path) -> None:
+    code, _, err = await moria("eval", "agent.protocol=balrog", "--no-progress",
+                               f"eval.output_dir={tmp_path / 'out'}", cwd=tmp_path)
+    assert code == 2, err[-2000:]
+    assert "agent.balrog_source=<path of a BALROG checkout>" in err
+    assert not list((tmp_path / "out").glob("babyai/**/*.json"))
+
+
+async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> None:
+    with FakeOpenAI(reply="turn left") as model:
+        async with env_server() as env, policy_server() as pol:
+            code, _, err = await moria(
+                "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN}",
+                "client.client_name=vllm", f"client.base_url={model.base_url}/v1",
+                "client.model_id=m", "envs.names=babyai",
+                "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
+                "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=3", "--no-progress",
+                f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol), cwd=tmp_path)
+            requests = [r.json for r in model.requests if r.path.endswith("/chat/completions")]
+    assert code == 0, err[-3000:]
+    episode = json.loads(next((tmp_path / "out").glob("babyai/*/*_run_00.json")).read_text())
+    protocol = episode["protocol"]
+    assert protocol["name"] == "balrog" and protocol["balrog_commit"] == "unknown"
+    assert protocol["generation"] == {"temperature": 0.5, "max_tokens": 321}
+    assert len(protocol["instruction_sha256"]) == 64
+    assert protocol["protocol_check"]["status"] == "not run"
+    # BALROG's request: the instruction as a user message, the checkout's settings, no seed
+    first = requests[0]
+    assert first["messages"][0]["role"] == "user"
+    assert "STANDIN" in first["messages"][0]["content"]
+    assert (first["temperature"], first["max_tokens"]) == (0.5, 321)
+    assert "seed" not in first
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["protocol"]["name"] == "balrog"
