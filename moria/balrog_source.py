@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moria.config import AgentConfig, ClientConfig
+
 #: ``agent.type`` -> (BALROG module under ``balrog.agents``, class name).
 AGENT_CLASSES: dict[str, tuple[str, str]] = {
     "naive": ("naive", "NaiveAgent"),
@@ -530,3 +532,65 @@ def load_balrog_source(path: str) -> BalrogSource:
                                         f"{source.load_errors[required]}")
         _LOADED[package_dir] = source
         return source
+
+
+# -- what both the policy server and protocol-check build from a source ----------------------
+
+#: Spec fields of ``agent`` that override the checkout's ``agent`` section when set explicitly.
+AGENT_OVERRIDES: tuple[str, ...] = (
+    "max_text_history", "max_image_history", "max_cot_history", "remember_cot", "max_icl_history",
+)
+#: Fields of ``client.generate_kwargs`` that override the checkout's when set explicitly.
+GENERATION_OVERRIDES: tuple[str, ...] = ("temperature", "max_tokens")
+
+
+class PngFrame:
+    """An observation image in the form BALROG's code handles: an object with
+    ``save(fp, format="PNG")`` (as a PIL image has); holds the PNG bytes unchanged."""
+
+    def __init__(self, png: bytes) -> None:
+        self.png = png
+
+    def save(self, fp: Any, format: str | None = None, **_: Any) -> None:
+        """Write the PNG bytes to the file object ``fp`` (``format`` must be PNG or None)."""
+        if format not in (None, "PNG", "png"):
+            raise ValueError(f"PngFrame holds a PNG, cannot save as {format!r}")
+        fp.write(self.png)
+
+
+def effective_config(source: BalrogSource, agent: AgentConfig, client: ClientConfig) -> Any:
+    """The checkout's config with the run spec's explicit values applied (an OmegaConf copy):
+    the ``agent`` fields of ``AGENT_OVERRIDES`` and the ``generate_kwargs`` of
+    ``GENERATION_OVERRIDES`` that the spec set (``model_fields_set``), the agent type, and
+    always the spec's model."""
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(OmegaConf.to_container(source.config, resolve=True))
+    agent_set = agent.model_fields_set
+    for name in AGENT_OVERRIDES:
+        if name in agent_set:
+            OmegaConf.update(config, f"agent.{name}", getattr(agent, name), force_add=True)
+    OmegaConf.update(config, "agent.type", agent.type, force_add=True)
+    # the model is always the run spec's
+    OmegaConf.update(config, "client.model_id", client.model_id, force_add=True)
+    kwargs = client.generate_kwargs
+    for name in GENERATION_OVERRIDES:
+        if name in kwargs.model_fields_set:
+            OmegaConf.update(config, f"client.generate_kwargs.{name}", getattr(kwargs, name),
+                             force_add=True)
+    return config
+
+
+def build_agent(source: BalrogSource, config: Any, agent_type: str, client: Any) -> Any:
+    """BALROG's agent of ``agent_type`` over ``client`` (anything with BALROG's
+    ``generate(messages)``), with BALROG's own prompt builder for ``config.agent``, constructed
+    the way BALROG's ``AgentFactory`` constructs each type."""
+    cls = source.agent_class(agent_type)
+    builder = source.create_prompt_builder(config.agent)
+    def factory() -> Any:
+        return client
+    if agent_type in ("cot", "robust_cot"):
+        return cls(factory, builder, config=config)
+    if agent_type == "few_shot":
+        return cls(factory, builder, config.agent.max_icl_history)
+    return cls(factory, builder)

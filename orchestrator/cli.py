@@ -39,13 +39,16 @@ from rich.console import Console
 T = TypeVar("T")
 
 FULL_PROTOCOL_HINT = (
-    "Full BALROG protocol on BabyAI (10 episodes per task), local model, same settings "
+    "BALROG's full BabyAI plan (10 episodes per task) with the local model, Moria's own prompts "
     "(about 75 minutes on 2 cores):\n"
     "  .venv/bin/moria eval envs.names=babyai eval.num_episodes.babyai=10 "
     "agent.max_text_history=128 eval.num_workers=1 eval.output_dir=results/babyai-full\n"
-    "A hosted model with BALROG's defaults (needs OPENAI_API_KEY):\n"
-    "  .venv/bin/moria eval envs.names=babyai client.client_name=openai "
-    "client.model_id=gpt-4o eval.output_dir=results/babyai-gpt-4o"
+    "Under BALROG's own prompts, comparable with its leaderboard (a BALROG checkout; a hosted "
+    "model needs OPENAI_API_KEY):\n"
+    "  git clone https://github.com/balrog-ai/BALROG ~/BALROG\n"
+    "  .venv/bin/moria protocol-check --balrog ~/BALROG --env babyai\n"
+    "  .venv/bin/moria eval envs.names=babyai agent.protocol=balrog agent.balrog_source=~/BALROG "
+    "client.client_name=openai client.model_id=gpt-4o eval.output_dir=results/babyai-gpt-4o"
 )
 
 

@@ -35,10 +35,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agent_server.protocols.balrog import PngFrame, effective_config
 from moria.balrog_source import (
     BalrogSource,
     BalrogSourceError,
+    PngFrame,
+    build_agent,
+    effective_config,
     load_balrog_source,
 )
 from moria.config import BALROG_AGENT_TYPES, AgentConfig, ClientConfig
@@ -246,15 +248,9 @@ def replay_balrog(source: BalrogSource, spec: RunSpec, env: str, task: str,
                   captured: Captured) -> Replayed:
     """Run BALROG's agent, client, validity check and feedback statement over the captured
     observations and completions, in the order of BALROG's evaluation loop."""
-    from agent_server.protocols.balrog import _build_agent
-    from agent_server.turn import EpisodeContext
-
-    ctx = EpisodeContext(instruction="", action_names=captured.action_names,
-                         default_action=captured.default_action, agent=spec.agent,
-                         client=spec.client, seed=0, env_name=env, task=task, agent_id="agent_0")
-    config = effective_config(source, ctx)
+    config = effective_config(source, spec.agent, spec.client)
     client, recorder = source.openai_client(config, captured.completions)
-    agent = _build_agent(source, config, spec.agent.type, client)
+    agent = build_agent(source, config, spec.agent.type, client)
     agent.reset()
     first = captured.turns[0].observation if captured.turns else None
     mission = None

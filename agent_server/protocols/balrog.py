@@ -29,60 +29,14 @@ from agent_server.backends.base import Backend, ChatMessage, GenerateParams, Tok
 from agent_server.strategies.base import Strategy
 from agent_server.strategies.llm import prompt_json
 from agent_server.turn import Decision, EpisodeContext, TurnInput
-from moria.balrog_source import BalrogSource, load_balrog_source, text_sha256
-
-#: Spec fields of ``agent`` that override the checkout's ``agent`` section when set explicitly.
-AGENT_OVERRIDES: tuple[str, ...] = (
-    "max_text_history", "max_image_history", "max_cot_history", "remember_cot", "max_icl_history",
+from moria.balrog_source import (
+    BalrogSource,
+    PngFrame,
+    build_agent,
+    effective_config,
+    load_balrog_source,
+    text_sha256,
 )
-#: Fields of ``client.generate_kwargs`` that override the checkout's when set explicitly.
-GENERATION_OVERRIDES: tuple[str, ...] = ("temperature", "max_tokens")
-
-
-class PngFrame:
-    """An observation image in the form BALROG's code handles: an object with
-    ``save(fp, format="PNG")`` (as a PIL image has); holds the PNG bytes unchanged."""
-
-    def __init__(self, png: bytes) -> None:
-        self.png = png
-
-    def save(self, fp: Any, format: str | None = None, **_: Any) -> None:
-        """Write the PNG bytes to the file object ``fp`` (``format`` must be PNG or None)."""
-        if format not in (None, "PNG", "png"):
-            raise ValueError(f"PngFrame holds a PNG, cannot save as {format!r}")
-        fp.write(self.png)
-
-
-def effective_config(source: BalrogSource, ctx: EpisodeContext) -> Any:
-    """The checkout's config with the spec's explicit overrides applied (an OmegaConf copy)."""
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.create(OmegaConf.to_container(source.config, resolve=True))
-    agent_set = ctx.agent.model_fields_set
-    for name in AGENT_OVERRIDES:
-        if name in agent_set:
-            OmegaConf.update(config, f"agent.{name}", getattr(ctx.agent, name), force_add=True)
-    OmegaConf.update(config, "agent.type", ctx.agent.type, force_add=True)
-    # the model is always the run spec's
-    OmegaConf.update(config, "client.model_id", ctx.client.model_id, force_add=True)
-    kwargs = ctx.client.generate_kwargs
-    for name in GENERATION_OVERRIDES:
-        if name in kwargs.model_fields_set:
-            OmegaConf.update(config, f"client.generate_kwargs.{name}", getattr(kwargs, name),
-                             force_add=True)
-    return config
-
-
-def _build_agent(source: BalrogSource, config: Any, agent_type: str, client: Any) -> Any:
-    cls = source.agent_class(agent_type)
-    builder = source.create_prompt_builder(config.agent)
-    def factory() -> Any:
-        return client
-    if agent_type in ("cot", "robust_cot"):
-        return cls(factory, builder, config=config)
-    if agent_type == "few_shot":
-        return cls(factory, builder, config.agent.max_icl_history)
-    return cls(factory, builder)
 
 
 class _BridgeClient:
@@ -140,7 +94,7 @@ class BalrogProtocolStrategy(Strategy):
             raise ValueError(f"agent.protocol=balrog with {ctx.agent.type!r} needs a model backend")
         super().__init__(ctx, backend)
         self.source = load_balrog_source(ctx.agent.balrog_source or "")
-        self.config = effective_config(self.source, ctx)
+        self.config = effective_config(self.source, ctx.agent, ctx.client)
         problem = image_input_problem(ctx.client, int(self.config.agent.max_image_history))
         if problem:
             raise ValueError(problem)
@@ -178,7 +132,7 @@ class BalrogProtocolStrategy(Strategy):
         self._client = _BridgeClient(self.source, self._backend, self._params,
                                      self.ctx.client.model_id or "", asyncio.get_running_loop(),
                                      self.ctx.record_prompts)
-        self._agent = _build_agent(self.source, self.config, self.ctx.agent.type, self._client)
+        self._agent = build_agent(self.source, self.config, self.ctx.agent.type, self._client)
         self._agent.reset()
         self._agent.prompt_builder.update_instruction_prompt(self.instruction)
         if self.ctx.agent.type == "few_shot":
