@@ -14,7 +14,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
 .PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
-  deploy-tools deploy-check test-dates
+  deploy-tools deploy-check test-dates test-fast checks
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -68,11 +68,20 @@ buf-lint: install $(BUF)
 	@cp "$$($(PY) -c 'import google.rpc; print(list(google.rpc.__path__)[0])')/status.proto" protos/third_party/google/rpc/
 	cd protos && ../$(BUF) lint
 
-test: install
+# Static checks both test targets run first: lint, generated files current, types, layers.
+checks: install
 	$(VENV)/bin/ruff check .
 	$(PY) protos/generate.py --check
+	$(PY) -m env_server.families --check
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: checks
 	$(VENV)/bin/pytest -q -ra
+
+# The quick tier: static checks, then the unit, contract and family-conformance tests.
+test-fast: checks
+	$(VENV)/bin/pytest -q -ra tests/unit tests/contract tests/conformance
 
 # The tests that play NetHack/MiniHack, run under libfaketime (Debian's faketime package) at
 # dates on which NetHack changes the game: a full moon, a new moon (phase_of_the_moon() 4 and 0)

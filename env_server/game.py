@@ -1,6 +1,6 @@
 """The small interface every game family implements (pure Python, no gRPC).
 
-The session layer (``env_server.session``) turns these objects into ``moria.env.v1`` messages.
+The session layer (``env_server.service``) turns these objects into ``moria.env.v1`` messages.
 A *family* lists its tasks and opens games; a *game* is one environment instance holding all the
 state of one episode. Nothing here is shared across games.
 

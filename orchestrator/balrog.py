@@ -1,77 +1,37 @@
 """BALROG's evaluation suite, as data: environments, tasks, episode counts, published numbers.
 
-Source: ``balrog/config/config.yaml`` and the BALROG leaderboard (LLM mode, naive agent, 16-step
-text history). The default plan is 255 episodes:
-babyai 5 tasks x 10, crafter 1 x 10, textworld 3 x 10, babaisai 40 x 3, minihack 8 x 5,
-nle 1 x 5.
+The envs, their tasks and episode counts are the families' own facts (each family folder's
+manifest, read here from ``moria/families.json``); this module adds the suite's order and the
+leaderboard. Source: BALROG's ``balrog/config/config.yaml`` and its leaderboard (LLM mode, naive
+agent, 16-step text history). The default plan is 255 episodes: babyai 5 tasks x 10, crafter
+1 x 10, textworld 3 x 10, babaisai 40 x 3, minihack 8 x 5, nle 1 x 5.
 """
 
 from __future__ import annotations
 
-from env_server.families.nethack.minihack_tasks import BALROG_TASKS as MINIHACK_BALROG_TASKS
+from moria import families
 
-#: The six environments, in BALROG's order.
-SUITE_ENVS: tuple[str, ...] = ("babyai", "crafter", "textworld", "babaisai", "minihack", "nle")
+#: The six environments, in BALROG's order (from the families' manifests).
+SUITE_ENVS: tuple[str, ...] = families.suite_envs("balrog")
 
-#: Envs whose observation text differs between BALROG commits: under ``agent.protocol=balrog``
-#: their family is given the checkout (``<env>_kwargs.balrog_source``) and writes the text with
-#: that checkout's own code.
-BALROG_TEXT_ENVS: frozenset[str] = frozenset({"crafter"})
+#: Envs whose observation text follows the BALROG checkout under ``agent.protocol=balrog``
+#: (their family is given ``<env>_kwargs.balrog_source``).
+BALROG_TEXT_ENVS: frozenset[str] = families.balrog_text_envs()
 
 #: Named suites for ``moria eval --suite``: name -> environments.
 SUITES: dict[str, tuple[str, ...]] = {"balrog": SUITE_ENVS}
 
-#: Episodes per task of each environment.
+#: Episodes per task of each environment (BALROG's config).
 EPISODES_PER_TASK: dict[str, int] = {
-    "babyai": 10, "crafter": 10, "textworld": 10, "babaisai": 3, "minihack": 5, "nle": 5,
-}
+    env: families.families()[env].suites["balrog"].episodes_per_task for env in SUITE_ENVS}
 
 #: Envs whose episode seed selects one of n fixed games by ``seed mod n``: env -> n. The
 #: orchestrator aligns episode i's seed on game i mod n (``runner.derive_seed``).
-SEED_CYCLES: dict[str, int] = {"textworld": 25}
+SEED_CYCLES: dict[str, int] = families.seed_cycles()
 
-BABYAI_TASKS: list[str] = [
-    "BabyAI-MixedTrainLocal-v0/goto",
-    "BabyAI-MixedTrainLocal-v0/pickup",
-    "BabyAI-MixedTrainLocal-v0/open",
-    "BabyAI-MixedTrainLocal-v0/putnext",
-    "BabyAI-MixedTrainLocal-v0/pick_up_seq_go_to",
-]
-
-CRAFTER_TASKS: list[str] = ["default"]
-
-TEXTWORLD_TASKS: list[str] = ["treasure_hunter", "the_cooking_game", "coin_collector"]
-
-_BABAISAI_ONE_ROOM = ["goto_win", "make_win"]
-_DISTRACTORS = ["", "-distr_obj", "-distr_rule", "-distr_obj_rule",
-                "-distr_obj-irrelevant_rule"]
-_BABAISAI_TWO_ROOM = ["two_room-goto_win", "two_room-break_stop-goto_win",
-                      "two_room-maybe_break_stop-goto_win", "two_room-make_win",
-                      "two_room-break_stop-make_win"]
-_WIN_RULE_DISTRACTOR = {"two_room-goto_win", "two_room-make_win"}
-
-#: The 40 BabaIsAI puzzles, as BALROG names them (``env/<name>``).
-BABAISAI_TASKS: list[str] = (
-    [f"env/{base}{d}" for base in _BABAISAI_ONE_ROOM for d in _DISTRACTORS]
-    + [f"env/{base}{d}" for base in _BABAISAI_TWO_ROOM
-       for d in (_DISTRACTORS + (["-distr_win_rule"] if base in _WIN_RULE_DISTRACTOR else []))]
-    + ["env/two_room-make_you", "env/two_room-make_you-make_win", "env/two_room-make_wall_win"]
-)
-
-#: MiniHack's BALROG set is defined next to the family (its tasks are listed first there).
-MINIHACK_TASKS: list[str] = list(MINIHACK_BALROG_TASKS)
-
-NLE_TASKS: list[str] = ["NetHackChallenge-v0"]
-
-#: The evaluation tasks of each environment.
+#: The evaluation tasks of each environment (BALROG's config).
 TASKS: dict[str, list[str]] = {
-    "babyai": BABYAI_TASKS,
-    "crafter": CRAFTER_TASKS,
-    "textworld": TEXTWORLD_TASKS,
-    "babaisai": BABAISAI_TASKS,
-    "minihack": MINIHACK_TASKS,
-    "nle": NLE_TASKS,
-}
+    env: list(families.families()[env].suites["balrog"].default_tasks) for env in SUITE_ENVS}
 
 #: Published progression percentages (LLM mode, naive agent, 16-step history) of reference
 #: models: model -> env -> percent, plus "average".

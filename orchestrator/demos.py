@@ -29,22 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from moria.cache import cache_path, file_lock
+from moria.families import oracle_sources, seed_cycles
+from moria.files import atomic_write_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
-from orchestrator.balrog import SEED_CYCLES
-from orchestrator.results import atomic_write_text
 from orchestrator.spec import RunSpec
 
 #: The ``format`` tag of every demo line.
 DEMO_FORMAT = "moria-demo/1"
 
 #: Envs with an oracle player that ``moria record-demos`` can record, and the source name each
-#: demo records (the player that produced it).
-ORACLE_SOURCES: dict[str, str] = {
-    "babyai": "babyai-bot",
-    "minihack": "minihack-expert",
-    "textworld": "walkthrough",
-    "babaisai": "solver",
-}
+#: demo records (the player that produced it): the families' manifests say.
+ORACLE_SOURCES: dict[str, str] = oracle_sources()
 
 #: Prefix that puts demo seeds in their own namespace of ``runner.derive_seed`` (no evaluation
 #: env is named like this, so no evaluation seed is derived from the same text).
@@ -196,14 +191,14 @@ def demo_seed(env: str, task: str, index: int) -> int:
     """The seed of candidate demo ``index`` of (env, task): ``runner.derive_seed`` with the env
     name prefixed by ``DEMO_SEED_NAMESPACE`` (a text no evaluation seed is derived from).
 
-    For envs that play game ``seed mod n`` (``balrog.SEED_CYCLES``: TextWorld's 25 games),
+    For envs that play game ``seed mod n`` (``moria.families.seed_cycles``: TextWorld's 25 games),
     candidate i is moved onto game ``n - 1 - i mod n``, so demos use the games an evaluation
     reaches last (episode i plays game i).
     """
     from orchestrator.runner import derive_seed  # runner imports episode; keep this lazy
 
     seed = derive_seed(0, DEMO_SEED_NAMESPACE + env, task, index)
-    cycle = SEED_CYCLES.get(env)
+    cycle = seed_cycles().get(env)
     if cycle:
         seed = max(0, seed - seed % cycle - cycle) + (cycle - 1 - index % cycle)
     return seed
@@ -211,10 +206,10 @@ def demo_seed(env: str, task: str, index: int) -> int:
 
 def same_game(env: str, a: int, b: int) -> bool:
     """Whether seeds ``a`` and ``b`` play the same game of ``env`` (equal, or equal mod n for
-    envs in ``balrog.SEED_CYCLES``)."""
+    envs in ``moria.families.seed_cycles``)."""
     if a == b:
         return True
-    cycle = SEED_CYCLES.get(env)
+    cycle = seed_cycles().get(env)
     return cycle is not None and cycle > 0 and a % cycle == b % cycle
 
 

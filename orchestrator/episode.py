@@ -47,8 +47,6 @@ from orchestrator.protocol_record import saved_check
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.spec import RunSpec
 
-#: Strategies that never call a model (no model-call slot needed).
-
 _END_REASONS: dict[Any, EndReason] = {
     types_pb2.END_REASON_TERMINATED: "terminated",
     types_pb2.END_REASON_TRUNCATED: "truncated",

@@ -1,19 +1,21 @@
 """The MOSAIC-style multi-agent environments, as data: default tasks and episodes per task.
 
 These envs have no published leaderboard protocol; the defaults are Moria's (10 episodes per
-task). Seats are configured with the run spec's ``players`` section (see ``spec.PlayerConfig``).
+task), declared in each family's manifest (read from ``moria/families.json``). Seats are
+configured with the run spec's ``players`` section (see ``spec.PlayerConfig``).
 """
 
 from __future__ import annotations
 
+from moria import families
+
+#: The multi-agent envs, in the suite's order.
+SUITE_ENVS: tuple[str, ...] = families.suite_envs("mosaic")
+
 #: Episodes per task of each multi-agent env.
-EPISODES_PER_TASK: dict[str, int] = {"multigrid": 10, "pettingzoo": 10}
+EPISODES_PER_TASK: dict[str, int] = {
+    env: families.families()[env].suites["mosaic"].episodes_per_task for env in SUITE_ENVS}
 
-#: mosaic-multigrid's team games: Soccer 2v2 and Collect 2v2 (every registered variant and the
-#: old seed-doc names are accepted as tasks; ``moria tasks --env multigrid`` lists them).
-MULTIGRID_TASKS: list[str] = [
-    "MosaicMultiGrid-S-2v2-IndAgObs-v1", "MosaicMultiGrid-C-2v2-IndAgObs-v1",
-]
-
-#: The PettingZoo classic games (two players each).
-PETTINGZOO_TASKS: list[str] = ["chess_v6", "connect_four_v3", "go_v5", "tictactoe_v3"]
+#: The default tasks of each multi-agent env.
+TASKS: dict[str, list[str]] = {
+    env: list(families.families()[env].suites["mosaic"].default_tasks) for env in SUITE_ENVS}

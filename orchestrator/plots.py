@@ -14,12 +14,12 @@ matplotlib's non-interactive Agg backend.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from moria.files import atomic_path
 from orchestrator.balrog import PUBLISHED
 from orchestrator.records import DEFAULT_PROTOCOL
 from orchestrator.results import commit_label
@@ -194,11 +194,9 @@ def plot_progress(summary: Mapping[str, Any], path: str | Path, *, label: str = 
     import matplotlib.pyplot as plt
 
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial.png")
     try:
-        fig.savefig(partial, dpi=100)
+        with atomic_path(out) as partial:  # a reader never sees half a picture
+            fig.savefig(partial, dpi=100, format="png")  # the temp name's suffix is .tmp
     finally:
         plt.close(fig)
-    os.replace(partial, out)  # a reader never sees half a picture
     return out

@@ -32,6 +32,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from moria.config import NON_MODEL_AGENT_TYPES
 from orchestrator.spec import RunSpec
 
 log = logging.getLogger("moria.prepare")
@@ -219,14 +220,16 @@ def _env_items(spec: RunSpec, env: str, task: str, seed: int) -> list[DataItem]:
 
 
 def _uses_default_local_model(spec: RunSpec) -> bool:
-    if spec.client.client_name != "local" or spec.endpoints.policy:
-        return False
-    if spec.agent.type in ("dummy", "oracle"):
+    """True when some seat of ``spec`` calls the default local model on a policy server started
+    here (players that call no model, ``moria.config.NON_MODEL_AGENT_TYPES``, need none)."""
+    if spec.endpoints.policy:
         return False
     from agent_server.backends import models
 
-    name = spec.client.model_id or models.DEFAULT_MODEL
-    return models.BUILTIN_MODELS.get(name) is models.qwen_path
+    return any(agent.type not in NON_MODEL_AGENT_TYPES and client.client_name == "local"
+               and models.BUILTIN_MODELS.get(client.model_id or models.DEFAULT_MODEL)
+               is models.qwen_path
+               for agent, client in spec.seat_configs())
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from moria.cache import cache_path
-from orchestrator.results import atomic_write_text
+from moria.files import atomic_write_json
 
 
 def check_file(commit: str) -> Path:
@@ -22,8 +22,8 @@ def check_file(commit: str) -> Path:
 
 def save_check(result: dict[str, Any]) -> Path:
     """Save a check result document under its ``balrog_commit``; returns the file."""
-    return atomic_write_text(check_file(str(result.get("balrog_commit", ""))),
-                             json.dumps(result, indent=2, ensure_ascii=False))
+    return atomic_write_json(check_file(str(result.get("balrog_commit", ""))), result,
+                             indent=2, ensure_ascii=False)
 
 
 def saved_check(commit: str) -> dict[str, Any]:

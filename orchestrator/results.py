@@ -15,9 +15,9 @@ every "/" (and "\\") becomes ``"__"``, so ``BabyAI-MixedTrainLocal-v0/goto`` is 
 original task name is kept in the file (``"task"``), and everything here reads names from the
 files, never from paths.
 
-**Atomicity.** Every file goes through ``atomic_write_text`` (temp file in the same directory,
-fsync, ``os.replace``), so readers see the old or the new file, never a partial one. An episode's
-CSV is written before its JSON, so an episode JSON marks a complete episode.
+**Atomicity.** Every file goes through ``moria.files.atomic_write_text`` (temp file in the same
+directory, fsync, ``os.replace``), so readers see the old or the new file, never a partial one.
+An episode's CSV is written before its JSON, so an episode JSON marks a complete episode.
 
 **Scoring.** Only episodes whose ``end_reason`` is ``terminated`` or ``truncated`` are scored.
 ``agent_error``, ``env_error`` and ``cancelled`` episodes are counted separately (``end_reasons``,
@@ -28,15 +28,12 @@ include every episode, because those tokens were spent.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import logging
 import math
-import os
 import statistics
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -46,6 +43,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from moria.files import atomic_write_text
 from orchestrator.accounting import PriceTable, load_prices, merge_usage, priced
 from orchestrator.match_report import match_summary, render_match_tables
 from orchestrator.outcome import verdict
@@ -85,56 +83,6 @@ _FORMAT_VERSION: Final[int] = 1
 _PROTECTED_SUMMARY_KEYS: Final[frozenset[str]] = frozenset(
     {"average_progress", "standard_error", "environments", "outcome"}
 )
-
-
-# -- files ------------------------------------------------------------------------------------
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` (UTF-8, newlines untranslated) to ``path`` atomically; return the path.
-
-    Creates parent directories, writes a hidden temp file in the same directory, fsyncs it, then
-    ``os.replace``s it over ``path`` (and best-effort fsyncs the directory). On any error the temp
-    file is removed and the error re-raised (``OSError`` and friends); ``path`` is untouched.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        raise
-    _fsync_dir(target.parent)
-    return target
-
-
-def remove_stale_temp_files(out_dir: str | Path) -> list[Path]:
-    """Delete the hidden ``.<name>.*.tmp`` files ``atomic_write_text`` leaves when the process
-    is killed between writing and renaming (the real file is then the previous, whole version,
-    or absent). Call before a run starts writing into ``out_dir``; returns what was removed."""
-    removed = []
-    for tmp in Path(out_dir).rglob(".*.tmp"):
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-            removed.append(tmp)
-    return removed
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # e.g. Windows: directories cannot be opened
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def safe_name(name: str) -> str:

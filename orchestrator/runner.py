@@ -1,10 +1,11 @@
 """The scheduler: plans episodes, runs them concurrently, writes results, resumes.
 
 A single asyncio process keeps ``eval.num_workers`` episodes in flight and at most
-``eval.max_concurrent_model_calls`` model calls per policy endpoint. An episode hit by an
-infrastructure fault (a lost or draining server) is re-queued up to ``eval.max_episode_retries``
-times, then recorded as ``env_error``; agent mistakes are never retried. Rerunning into the same
-output directory runs only the episodes that have no completed result.
+``eval.max_concurrent_model_calls`` model calls in the whole run (all policy replicas together).
+An episode hit by an infrastructure fault (a lost or draining server) is re-queued up to
+``eval.max_episode_retries`` times, then recorded as ``env_error``; agent mistakes are never
+retried. Rerunning into the same output directory runs only the episodes that have no completed
+result.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from rich.progress import (
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
+from moria.families import seed_cycles
+from moria.files import atomic_write_text, remove_stale_temp_files
 from moria.quoting import quote_names
 from orchestrator.accounting import PriceError, prices_for
-from orchestrator.balrog import SEED_CYCLES
 from orchestrator.demos import MissingDemonstrationsError, check_demonstrations
 from orchestrator.episode import (
     EpisodePlan,
@@ -52,9 +54,7 @@ from orchestrator.outcome import RunVerdict, verdict_from_summary
 from orchestrator.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
 from orchestrator.results import (
-    atomic_write_text,
     completed_keys,
-    remove_stale_temp_files,
     summarize,
     write_episode,
 )
@@ -70,13 +70,13 @@ def derive_seed(run_seed: int, env: str, task: str, episode_index: int) -> int:
 
     Independent of time, PIDs, worker order and concurrency (BALROG's pid/time seeding is a
     known defect). For envs that pick one of a fixed set of games by ``seed mod n``
-    (``balrog.SEED_CYCLES``: TextWorld's 25 games per task) the seed is moved to the nearest
+    (``moria.families.seed_cycles``: TextWorld's 25 games per task) the seed is moved to the nearest
     value below with ``seed mod n == episode_index mod n``, so episode i plays game i, as
     BALROG's sequential game choice does, instead of a random draw with repeats.
     """
     digest = hashlib.sha256(f"{run_seed}|{env}|{task}|{episode_index}".encode()).digest()
     seed = int.from_bytes(digest[:8], "little")
-    cycle = SEED_CYCLES.get(env)
+    cycle = seed_cycles().get(env)
     if cycle:
         seed = max(0, seed - seed % cycle - cycle) + episode_index % cycle
     return seed

@@ -68,12 +68,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from rich.console import Console
 
 from moria.common.v1 import types_pb2
+from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.quoting import quote
 from moria.server import Drain
 from orchestrator.records import SCORED_END_REASONS
-from orchestrator.results import atomic_write_text, completed_keys
+from orchestrator.results import completed_keys
 from orchestrator.run_events import (
     EventLog,
     comparable_spec,

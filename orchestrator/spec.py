@@ -32,6 +32,7 @@ from pydantic import (
 )
 
 from moria.config import AgentConfig, ClientConfig
+from moria.families import default_tasks
 from moria.quoting import quote, quote_names
 from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
 from orchestrator import balrog, mosaic
@@ -75,7 +76,7 @@ class EvalConfig(_Strict):
     seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
     run_id: str | None = None
     max_concurrent_model_calls: int = Field(default=8, ge=1,
-                                            description="in-flight model calls per endpoint")
+                                            description="in-flight model calls of the whole run")
     max_episode_retries: int = Field(default=2, ge=0,
                                      description="re-queues after infrastructure faults")
     step_timeout_s: float = Field(
@@ -171,14 +172,14 @@ class EnvsConfig(_Strict):
 class TasksConfig(_Strict):
     """Tasks per env (BALROG ``tasks`` section)."""
 
-    babyai_tasks: list[str] = Field(default_factory=lambda: list(balrog.BABYAI_TASKS))
-    crafter_tasks: list[str] = Field(default_factory=lambda: list(balrog.CRAFTER_TASKS))
-    textworld_tasks: list[str] = Field(default_factory=lambda: list(balrog.TEXTWORLD_TASKS))
-    babaisai_tasks: list[str] = Field(default_factory=lambda: list(balrog.BABAISAI_TASKS))
-    minihack_tasks: list[str] = Field(default_factory=lambda: list(balrog.MINIHACK_TASKS))
-    nle_tasks: list[str] = Field(default_factory=lambda: list(balrog.NLE_TASKS))
-    multigrid_tasks: list[str] = Field(default_factory=lambda: list(mosaic.MULTIGRID_TASKS))
-    pettingzoo_tasks: list[str] = Field(default_factory=lambda: list(mosaic.PETTINGZOO_TASKS))
+    babyai_tasks: list[str] = Field(default_factory=lambda: default_tasks("babyai"))
+    crafter_tasks: list[str] = Field(default_factory=lambda: default_tasks("crafter"))
+    textworld_tasks: list[str] = Field(default_factory=lambda: default_tasks("textworld"))
+    babaisai_tasks: list[str] = Field(default_factory=lambda: default_tasks("babaisai"))
+    minihack_tasks: list[str] = Field(default_factory=lambda: default_tasks("minihack"))
+    nle_tasks: list[str] = Field(default_factory=lambda: default_tasks("nle"))
+    multigrid_tasks: list[str] = Field(default_factory=lambda: default_tasks("multigrid"))
+    pettingzoo_tasks: list[str] = Field(default_factory=lambda: default_tasks("pettingzoo"))
 
     @field_validator("*")
     @classmethod

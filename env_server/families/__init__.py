@@ -1,25 +1,20 @@
 """Registry of game families: family name -> ``module:Class`` (imported lazily).
 
-Heavy game packages are imported only when a family is first used. Adding a family means adding
-one line here; nothing else dispatches on family names.
+Families are discovered: each family folder's ``manifest.py`` declares the families it hosts
+(``env_server.families.manifest``), so adding a family touches only its folder (and the
+generated ``moria/families.json``). Heavy game packages are imported only when a family is
+first used.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from env_server.families.manifest import discover
 from env_server.game import Family
 
-FAMILIES: dict[str, str] = {
-    "babyai": "env_server.families.babyai:BabyAIFamily",
-    "babaisai": "env_server.families.babaisai:BabaIsAIFamily",
-    "crafter": "env_server.families.crafter:CrafterFamily",
-    "minihack": "env_server.families.nethack:MiniHackFamily",
-    "multigrid": "env_server.families.multigrid:MultigridFamily",
-    "nle": "env_server.families.nethack:NLEFamily",
-    "pettingzoo": "env_server.families.pettingzoo:PettingZooFamily",
-    "textworld": "env_server.families.textworld:TextWorldFamily",
-}
+#: family name -> ``module:Class`` of its ``Family``, from the manifests.
+FAMILIES: dict[str, str] = {m.name: m.entry_point for m in discover()}
 
 
 class UnknownFamilyError(KeyError):

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from orchestrator.balrog import BABAISAI_TASKS, SUITE_ENVS
+from orchestrator.balrog import SUITE_ENVS, TASKS
 from tests.e2e.test_cli import moria
+
+BABAISAI_TASKS = TASKS["babaisai"]
 
 
 @pytest.fixture(scope="module")

@@ -126,6 +126,17 @@ async def test_missing_gguf_fails_on_load_with_clear_error(tmp_path: Path) -> No
         await LocalLlamaBackend(ClientConfig(client_name="local", model_id=str(bad))).load()
 
 
+def test_corrupt_join_leaves_no_model_and_no_temp_file(tmp_path: Path) -> None:
+    parts = [tmp_path / "part01.bin", tmp_path / "part02.bin"]
+    for i, part in enumerate(parts):
+        part.write_bytes(bytes([i]) * 10)
+    target = tmp_path / "models" / "joined.gguf"
+    target.parent.mkdir()
+    with pytest.raises(BackendError, match="joined model is corrupt: 20 bytes"):
+        models_mod._join_parts(parts, target)
+    assert list(target.parent.iterdir()) == []
+
+
 @pytest.mark.asyncio
 async def test_qwen_is_joined_verified_once_and_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -151,7 +162,7 @@ async def test_qwen_is_joined_verified_once_and_runs(
     assert len(results) == 2 and results[0] == results[1]
     path = results[0]
     assert path.parent == tmp_path / "cache" / "models" and path.stat().st_size == QWEN_SIZE
-    assert not [p for p in path.parent.iterdir() if p.name.endswith(".part")]
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
     def no_hashing(*_: object) -> str:
         raise AssertionError("verified model was rehashed")

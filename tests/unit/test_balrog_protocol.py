@@ -257,7 +257,8 @@ async def test_few_shot_shows_the_episodes_demonstrations_through_balrogs_agent(
 
     demo = DemoEpisode(task="BabyAI-MixedTrainLocal-v0/goto", seed=7, instruction="",
                        source="babyai-bot",
-                       steps=(DemoStep("a key ahead", "go forward"), DemoStep("the key", "pick up")))
+                       steps=(DemoStep("a key ahead", "go forward"),
+                              DemoStep("the key", "pick up")))
     ctx = replace(_ctx({"type": "few_shot"}), demonstrations=(demo,))
     backend = ScriptedBackend(["toggle"])
     decision = await BalrogProtocolStrategy(ctx, backend).act(_turn(0, "a door ahead"))

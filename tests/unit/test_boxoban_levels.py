@@ -77,6 +77,7 @@ def test_level_file_round_trip(tmp_path) -> None:
     other = LEVEL.replace("#@ ", "# @")
     path = tmp_path / "000.txt"
     write_level_file(path, [LEVEL, other])
+    assert [p.name for p in tmp_path.iterdir()] == ["000.txt"]  # written atomically, no temp
     raw = path.read_text()
     assert raw.startswith("; 0\n##########\n") and "\n\n; 1\n" in raw
     assert read_level_file(path) == [LEVEL, other]

@@ -54,6 +54,7 @@ def test_generated_cache_files(tmp_path) -> None:
     cached.write_text("garbage")
     assert LevelSource.generated(cache_dir=tmp_path).level_for("hard", 234)[0] == text
     assert cached.read_text() == text + "\n"
+    assert sorted(p.name for p in cached.parent.iterdir()) == ["000234.lock", "000234.txt"]
 
 
 def test_default_cache_dir_follows_env(monkeypatch, tmp_path) -> None:

@@ -60,6 +60,10 @@ def test_the_local_model_is_needed_only_by_a_local_model_run() -> None:
     assert items_for_spec(other) == []
     gguf = load_spec(None, ["envs.names=babyai", "client.model_id=/models/x.gguf"])
     assert items_for_spec(gguf) == []
+    # players that call no model need no weights (prepare used to fetch them for these)
+    for player in ("random", "scripted", "human", "dummy", "oracle"):
+        assert items_for_spec(load_spec(None, ["envs.names=babyai",
+                                               f"agent.type={player}"])) == [], player
 
 
 def test_a_failed_build_names_the_item_and_the_fix() -> None:

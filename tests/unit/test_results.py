@@ -1,4 +1,4 @@
-"""Unit tests of orchestrator.results: layout, atomic writes, CSV, summaries, report, resume."""
+"""Unit tests of orchestrator.results: layout, CSV, summaries, report, resume."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from rich.table import Table
 from orchestrator.records import EpisodeRecord, StepRecord
 from orchestrator.results import (
     CSV_COLUMNS,
-    atomic_write_text,
     completed_keys,
     episode_paths,
     load_episodes,
@@ -179,30 +178,6 @@ def test_episode_csv_columns_and_rows(tmp_path: Path) -> None:
     ]
     assert rows[2][6] == "dance" and rows[2][7] == "False"
     assert rows[3][5] == "True"
-
-
-def test_atomic_write_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
-    target = tmp_path / "sub" / "file.json"
-    atomic_write_text(target, "old")
-    atomic_write_text(target, "new\r\nline")
-    assert target.read_bytes() == b"new\r\nline"  # newlines untranslated
-    assert [p.name for p in target.parent.iterdir()] == ["file.json"]
-
-
-def test_atomic_write_failure_keeps_old_file_and_cleans_temp(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = tmp_path / "file.txt"
-    atomic_write_text(target, "old")
-
-    def boom(src: str, dst: str) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr("os.replace", boom)
-    with pytest.raises(OSError, match="disk full"):
-        atomic_write_text(target, "new")
-    assert target.read_text() == "old"
-    assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]
 
 
 def test_write_then_load_round_trip(tmp_path: Path) -> None:

@@ -251,6 +251,25 @@ def test_plot_progress_writes_png_for_both_protocols(tmp_path: Path) -> None:
     for name, protocols in cases:
         path = plot_progress(two_env_summary(protocols), tmp_path / name / "progress.png")
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert not list(path.parent.glob(".*partial*"))
+        assert not list(path.parent.glob(".*.tmp"))
     with pytest.raises(ValueError, match="no environments"):
         plot_progress({"environments": {}}, tmp_path / "empty.png")
+
+
+def test_plot_progress_failure_keeps_old_picture_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matplotlib.figure import Figure
+
+    path = tmp_path / "progress.png"
+    path.write_bytes(b"old picture")
+
+    def broken_savefig(self: Figure, fname: Any, **kwargs: Any) -> None:
+        Path(fname).write_bytes(b"half a pic")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    with pytest.raises(OSError, match="disk full"):
+        plot_progress(two_env_summary([{}]), path)
+    assert path.read_bytes() == b"old picture"
+    assert [p.name for p in tmp_path.iterdir()] == ["progress.png"]

@@ -87,7 +87,7 @@ def test_round_trip_keeps_weights_metadata_and_logits(tmp_path: Path) -> None:
         meta = json.loads(archive["metadata"].tobytes().decode("utf-8"))
     assert meta["format"] == "moria-mlp" and meta["version"] == 1
     assert meta["preprocess"] == {"op": "flatten", "scale": 1.0}
-    assert not (tmp_path / "sub" / "p.npz.tmp").exists()
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["p.npz"]  # no temp file left
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.balrog import BABYAI_TASKS
+from orchestrator.balrog import TASKS
 from orchestrator.overrides import OverrideError, apply_overrides, parse_value
 from orchestrator.runner import derive_seed
 from orchestrator.spec import SpecError, load_spec
+
+BABYAI_TASKS = TASKS["babyai"]
 
 
 def test_defaults_follow_balrog() -> None:

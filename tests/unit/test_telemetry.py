@@ -218,7 +218,7 @@ def test_a_partial_last_line_is_cut_before_appending(tmp_path: Path) -> None:
 
 
 def test_temp_files_of_interrupted_writes_are_removed(tmp_path: Path) -> None:
-    from orchestrator.results import atomic_write_text, remove_stale_temp_files
+    from moria.files import atomic_write_text, remove_stale_temp_files
 
     atomic_write_text(tmp_path / "a" / "ep.json", "{}")
     stale = tmp_path / "a" / ".ep.json.x1y2.tmp"

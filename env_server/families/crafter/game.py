@@ -56,6 +56,7 @@ from env_server.families.crafter.world import frame_from, new_env
 from env_server.game import (
     ActionInfo,
     AgentView,
+    GameOptionError,
     GameOptions,
     StepResult,
     SubmittedAction,
@@ -80,8 +81,11 @@ class CrafterGame(SingleAgentGame):
         limit = options.max_steps
         self._step_limit = int(limit) if limit is not None else config.max_episode_steps
         self._instruction = build_instruction()
-        self._balrog_text = (BalrogCrafterText(config.balrog_source, config.text)
-                             if config.balrog_source else None)
+        try:
+            self._balrog_text = (BalrogCrafterText(config.balrog_source, config.text)
+                                 if config.balrog_source else None)
+        except ValueError as exc:  # BalrogSourceError: a path that is not a usable checkout
+            raise GameOptionError(f"balrog_source: {exc}") from None
         self._info: dict[str, Any] = {}
         self._env: Any = None
         self._image: np.ndarray | None = None

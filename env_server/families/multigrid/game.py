@@ -176,7 +176,9 @@ class MultigridGame(Game):
     def reset(self, seed: int | None = None) -> dict[str, AgentView]:
         """Start an episode; (task, seed) fixes the layout and every random draw of the env.
 
-        Raises ``ValueError`` for a negative seed."""
+        Raises ``ValueError`` for a negative seed, ``RuntimeError`` once the game is closed."""
+        if self._env is None:
+            raise RuntimeError("the game is closed")
         seed = self._options.seed if seed is None else seed
         if seed < 0:
             raise ValueError(f"seed must be >= 0, got {seed}")
@@ -189,9 +191,11 @@ class MultigridGame(Game):
         """Apply one action per agent, all at once.
 
         Raises:
-            RuntimeError: before ``reset`` or after the episode ended.
+            RuntimeError: before ``reset``, after the episode ended or once the game is closed.
             ValueError: ``actions`` does not hold exactly one entry per agent.
         """
+        if self._env is None:
+            raise RuntimeError("the game is closed")
         if self._obs is None:
             raise RuntimeError("step() before reset()")
         if self._done:

@@ -140,9 +140,11 @@ class PettingZooGame(Game):
         """Play the mover's action (an illegal one becomes a seeded random legal move).
 
         Raises:
-            RuntimeError: before ``reset`` or after the game ended.
+            RuntimeError: before ``reset``, after the game ended or once the game is closed.
             ValueError: no action for the player to move, or an unknown agent id.
         """
+        if self._closed:
+            raise RuntimeError("the game is closed")
         if not self._started:
             raise RuntimeError("step() before reset()")
         if self._done:

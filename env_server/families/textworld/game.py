@@ -4,11 +4,10 @@ Behaviour (environments.md 5.2-5.3):
 
 - the episode seed picks the game file, ``games.index_for_seed(seed)`` (seed mod 25), built on
   demand; the seed also seeds the Z-machine's random generator;
-- any text is an action (the action list is empty); whitespace runs, newlines included, are
-  collapsed to single spaces before the command reaches the interpreter. A non-text answer (an
-  index) is invalid and ``help`` is applied instead. Commands naming ``save``, ``restore`` or a
-  transcript are answered with a fixed notice and not sent: the interpreter would write files
-  into the server's working directory;
+- any text is an action (the action list is empty) and reaches the interpreter as submitted,
+  as BALROG sends it. A non-text answer (an index) is invalid and ``help`` is applied instead.
+  Commands naming ``save``, ``restore`` or a transcript are answered with a fixed notice and
+  not sent: the interpreter would write files into the server's working directory;
 - the episode ends when the game is won or lost, or after ``max_steps`` commands (80 unless
   ``GameOptions.max_steps``);
 - long-term text: ``text.observation_text`` (status line and objective removed unless

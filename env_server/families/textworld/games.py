@@ -33,6 +33,7 @@ from typing import Any
 
 from env_server.families.textworld import recipes
 from moria.cache import cache_path, file_lock
+from moria.files import replace_file
 
 GAME_FAMILIES: tuple[str, ...] = ("treasure_hunter", "the_cooking_game", "coin_collector")
 GAMES_PER_FAMILY = 25
@@ -150,7 +151,7 @@ def _build_into(family: str, index: int, path: Path) -> None:
         _normalise_serial(stem.with_suffix(".z8"))
         stem.with_suffix(".meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         for suffix in (*_SIDE_SUFFIXES, ".z8"):
-            os.replace(stem.with_suffix(suffix), path.with_suffix(suffix))
+            replace_file(stem.with_suffix(suffix), path.with_suffix(suffix))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from moria.files import atomic_write_text
+
 Pos = tuple[int, int]
 
 WALL = "#"
@@ -188,14 +190,12 @@ def read_level_file(path: str | os.PathLike[str]) -> list[str]:
 def write_level_file(path: str | os.PathLike[str], levels: Iterable[str]) -> None:
     """Write levels in the official layout (``; N`` header, rows, blank line per level).
 
-    The file is written to a temporary name beside ``path`` and renamed, so readers never see
-    a partial file.
+    The file is written atomically (``moria.files.atomic_write_text``: a temporary name beside
+    ``path``, renamed into place), so readers never see a partial file. Missing parent folders
+    are created. Raises OSError when the file cannot be written (``path`` is then untouched).
     """
     parts = []
     for i, text in enumerate(levels):
         rows = _strip_header(text.split("\n"))
         parts.append(f"; {i}\n" + "\n".join(rows) + "\n\n")
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(parts), encoding="utf-8")
-    os.replace(tmp, target)
+    atomic_write_text(path, "".join(parts))

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from moria.cache import cache_path, file_lock
+from moria.files import atomic_write_text
 
 from .generator import DIFFICULTIES, GENERATOR_VERSION, generate_level
 from .levels import format_level, parse_level, read_level_file
@@ -162,9 +163,7 @@ class LevelSource:
                 text = self._read_cached(path)
                 if text is None:
                     text = generate_level(difficulty, index)
-                    tmp = folder / f".{index:06d}.{os.getpid()}.tmp"
-                    tmp.write_text(text + "\n", encoding="utf-8")
-                    os.replace(tmp, path)
+                    atomic_write_text(path, text + "\n")
             return text, source_id
         except OSError as exc:
             log.warning("Boxoban level cache %s unusable (%s); generating without it", folder, exc)

@@ -1,0 +1,11 @@
+"""The crafter family's manifest (``moria.families``): BALROG's Crafter suite entry."""
+
+from __future__ import annotations
+
+from moria.families import FamilyManifest, SuiteEntry
+
+MANIFESTS = [FamilyManifest(
+    name="crafter", entry_point="env_server.families.crafter:CrafterFamily",
+    suites={"balrog": SuiteEntry(position=1, default_tasks=("default",), episodes_per_task=10)},
+    extra="crafter", image="crafter", balrog_text=True,
+)]

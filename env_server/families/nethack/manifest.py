@@ -1,0 +1,23 @@
+"""The manifests (``moria.families``) of the two families this folder hosts: ``minihack``
+(BALROG's eight MiniHack tasks; Boxoban levels are built by ``moria prepare``) and ``nle``
+(NetHackChallenge)."""
+
+from __future__ import annotations
+
+from env_server.families.nethack.minihack_tasks import BALROG_TASKS as MINIHACK_BALROG_TASKS
+from moria.families import FamilyManifest, SuiteEntry
+
+MANIFESTS = [
+    FamilyManifest(
+        name="minihack", entry_point="env_server.families.nethack:MiniHackFamily",
+        suites={"balrog": SuiteEntry(position=4, default_tasks=MINIHACK_BALROG_TASKS,
+                                     episodes_per_task=5)},
+        oracle_source="minihack-expert", prepare=("boxoban",), extra="nethack", image="nethack",
+    ),
+    FamilyManifest(
+        name="nle", entry_point="env_server.families.nethack:NLEFamily",
+        suites={"balrog": SuiteEntry(position=5, default_tasks=("NetHackChallenge-v0",),
+                                     episodes_per_task=5)},
+        extra="nethack", image="nethack",
+    ),
+]

@@ -1,0 +1,15 @@
+"""The textworld family's manifest (``moria.families``): BALROG's three TextWorld families, 25
+generated games each (an episode's seed picks game ``seed mod 25``)."""
+
+from __future__ import annotations
+
+from moria.families import FamilyManifest, SuiteEntry
+
+MANIFESTS = [FamilyManifest(
+    name="textworld", entry_point="env_server.families.textworld:TextWorldFamily",
+    suites={"balrog": SuiteEntry(
+        position=2, default_tasks=("treasure_hunter", "the_cooking_game", "coin_collector"),
+        episodes_per_task=10)},
+    oracle_source="walkthrough", seed_cycle=25, prepare=("textworld",), extra="textworld",
+    image="textworld",
+)]

@@ -1,0 +1,139 @@
+"""What every game family declares about itself: its manifest, and the generated table of them.
+
+Each family folder under ``env_server/families/`` has a ``manifest.py`` whose ``MANIFESTS`` list
+holds one :class:`FamilyManifest` per family it hosts: where its ``Family`` class lives, the
+suites it belongs to (with their default tasks and episodes per task), the oracle player that
+records demonstrations, the seed cycle, the data ``moria prepare`` builds, the report kind, the
+pyproject extra and the container image. The env server discovers families from those files.
+
+Everything outside ``env_server`` (the orchestrator, the workers, the CLI) reads the same facts
+from ``moria/families.json``, generated from the manifests by
+``python -m env_server.families`` (``--check`` in ``make test`` keeps it current), so
+it never imports ``env_server`` to learn a family fact. :func:`families` loads that table.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+#: The generated table (package data of ``moria``).
+TABLE_PATH = Path(__file__).with_name("families.json")
+
+ReportKind = Literal["single_agent", "team", "two_player"]
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """A family's place in a named suite (``balrog``, ``mosaic``): its position in the suite's
+    env order, its default tasks and how many episodes each task gets by default."""
+
+    position: int
+    default_tasks: tuple[str, ...]
+    episodes_per_task: int
+
+
+@dataclass(frozen=True)
+class FamilyManifest:
+    """One family's facts.
+
+    ``name``: the env name used everywhere (run specs, task ids ``<name>:<task>``, results).
+    ``entry_point``: ``module:Class`` of its ``Family`` (imported only by the env server).
+    ``suites``: suite name -> :class:`SuiteEntry`. ``oracle_source``: the name demonstrations
+    recorded by its oracle player carry (None: no oracle). ``seed_cycle``: n when an episode's
+    seed picks one of n fixed games by ``seed mod n`` (TextWorld's 25), else None.
+    ``prepare``: the data items ``moria prepare`` builds for it (``moria prepare --env ITEM``).
+    ``report_kind``: how its results are summarised. ``extra``: the pyproject extra that
+    installs it. ``image``: its container image name (``deploy/docker/<image>``).
+    ``balrog_text``: its observation text changed between BALROG commits, so under
+    ``agent.protocol=balrog`` it is given the checkout (option ``balrog_source``) and writes the
+    text with that checkout's code.
+    """
+
+    name: str
+    entry_point: str
+    suites: dict[str, SuiteEntry] = field(default_factory=dict)
+    oracle_source: str | None = None
+    seed_cycle: int | None = None
+    prepare: tuple[str, ...] = ()
+    report_kind: ReportKind = "single_agent"
+    extra: str = ""
+    image: str = ""
+    balrog_text: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form stored in ``families.json``."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FamilyManifest:
+        """Parse :meth:`as_json`'s form. Raises KeyError/TypeError on a malformed entry."""
+        suites = {name: SuiteEntry(int(s["position"]), tuple(s["default_tasks"]),
+                                   int(s["episodes_per_task"]))
+                  for name, s in data.get("suites", {}).items()}
+        return cls(name=data["name"], entry_point=data["entry_point"], suites=suites,
+                   oracle_source=data.get("oracle_source"), seed_cycle=data.get("seed_cycle"),
+                   prepare=tuple(data.get("prepare", ())), report_kind=data["report_kind"],
+                   extra=data.get("extra", ""), image=data.get("image", ""),
+                   balrog_text=bool(data.get("balrog_text", False)))
+
+
+def table_text(manifests: list[FamilyManifest]) -> str:
+    """The ``families.json`` text for ``manifests`` (sorted by name, stable formatting)."""
+    rows = [m.as_json() for m in sorted(manifests, key=lambda m: m.name)]
+    return json.dumps({"families": rows}, indent=1, sort_keys=True) + "\n"
+
+
+@functools.cache
+def families() -> dict[str, FamilyManifest]:
+    """Every family's manifest, by name, from the generated table.
+
+    Raises FileNotFoundError / ValueError when the table is missing or malformed (regenerate
+    it with ``python -m env_server.families``)."""
+    data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
+    return {row["name"]: FamilyManifest.from_json(row) for row in data["families"]}
+
+
+def suite_envs(suite: str) -> tuple[str, ...]:
+    """The envs of ``suite``, in the suite's order (empty for an unknown suite)."""
+    members = [(m.suites[suite].position, m.name) for m in families().values()
+               if suite in m.suites]
+    return tuple(name for _, name in sorted(members))
+
+
+def suite_entry(env: str) -> SuiteEntry | None:
+    """The first suite entry of ``env`` (an env belongs to at most one suite today), or None."""
+    manifest = families().get(env)
+    if manifest is None or not manifest.suites:
+        return None
+    return next(iter(manifest.suites.values()))
+
+
+def default_tasks(env: str) -> list[str]:
+    """The default tasks of ``env`` (its suite's), or [] for an env in no suite."""
+    entry = suite_entry(env)
+    return list(entry.default_tasks) if entry else []
+
+
+def episodes_per_task(env: str) -> int | None:
+    """Default episodes per task of ``env``, or None for an env in no suite."""
+    entry = suite_entry(env)
+    return entry.episodes_per_task if entry else None
+
+
+def seed_cycles() -> dict[str, int]:
+    """env -> n for the envs whose seed picks one of n fixed games."""
+    return {name: m.seed_cycle for name, m in families().items() if m.seed_cycle}
+
+
+def balrog_text_envs() -> frozenset[str]:
+    """The envs whose text follows the BALROG checkout under ``agent.protocol=balrog``."""
+    return frozenset(name for name, m in families().items() if m.balrog_text)
+
+
+def oracle_sources() -> dict[str, str]:
+    """env -> the source name of its oracle's demonstrations, for envs with an oracle."""
+    return {name: m.oracle_source for name, m in families().items() if m.oracle_source}
