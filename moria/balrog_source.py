@@ -565,7 +565,7 @@ def effective_config(source: BalrogSource, agent: AgentConfig, client: ClientCon
     always the spec's model."""
     from omegaconf import OmegaConf
 
-    config = OmegaConf.create(OmegaConf.to_container(source.config, resolve=True))
+    config: Any = OmegaConf.create(OmegaConf.to_container(source.config, resolve=True))
     agent_set = agent.model_fields_set
     for name in AGENT_OVERRIDES:
         if name in agent_set:

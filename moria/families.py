@@ -50,7 +50,11 @@ class FamilyManifest:
     installs it. ``image``: its container image name (``deploy/docker/<image>``).
     ``balrog_text``: its observation text changed between BALROG commits, so under
     ``agent.protocol=balrog`` it is given the checkout (option ``balrog_source``) and writes the
-    text with that checkout's code.
+    text with that checkout's code. ``default_options``: the run spec's default
+    ``envs.<name>_kwargs`` (BALROG's, where it sets some); ``options_help``: one line on the
+    options worth knowing (the family itself rejects an unknown key with the allowed list).
+    ``id_prefixes``: how an environment id in a BALROG worker config names this family (an id
+    starting with one of them). ``aliases``: other names ``llm-worker --env`` accepts for it.
     """
 
     name: str
@@ -63,6 +67,10 @@ class FamilyManifest:
     extra: str = ""
     image: str = ""
     balrog_text: bool = False
+    default_options: dict[str, Any] = field(default_factory=dict)
+    options_help: str = ""
+    id_prefixes: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The JSON form stored in ``families.json``."""
@@ -78,7 +86,11 @@ class FamilyManifest:
                    oracle_source=data.get("oracle_source"), seed_cycle=data.get("seed_cycle"),
                    prepare=tuple(data.get("prepare", ())), report_kind=data["report_kind"],
                    extra=data.get("extra", ""), image=data.get("image", ""),
-                   balrog_text=bool(data.get("balrog_text", False)))
+                   balrog_text=bool(data.get("balrog_text", False)),
+                   default_options=dict(data.get("default_options", {})),
+                   options_help=str(data.get("options_help", "")),
+                   id_prefixes=tuple(data.get("id_prefixes", ())),
+                   aliases=tuple(data.get("aliases", ())))
 
 
 def table_text(manifests: list[FamilyManifest]) -> str:
@@ -127,6 +139,24 @@ def episodes_per_task(env: str) -> int | None:
 def seed_cycles() -> dict[str, int]:
     """env -> n for the envs whose seed picks one of n fixed games."""
     return {name: m.seed_cycle for name, m in families().items() if m.seed_cycle}
+
+
+def family_of_id(environment: str) -> str | None:
+    """The family an environment id (``MiniHack-River-v0``, ``env/goto_win``) belongs to, by the
+    manifests' ``id_prefixes`` (the longest matching prefix wins), or None."""
+    matches = [(len(prefix), name) for name, m in families().items() for prefix in m.id_prefixes
+               if environment.startswith(prefix)]
+    return max(matches)[1] if matches else None
+
+
+def id_prefixes() -> list[str]:
+    """Every id prefix the manifests declare, sorted (for error messages)."""
+    return sorted(p for m in families().values() for p in m.id_prefixes)
+
+
+def env_aliases() -> dict[str, str]:
+    """alias -> family name, from the manifests' ``aliases``."""
+    return {alias: name for name, m in families().items() for alias in m.aliases}
 
 
 def balrog_text_envs() -> frozenset[str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from rich.table import Table
 
+from moria.families import families
 from orchestrator.records import EpisodeRecord
 
 #: One row of a match table (JSON-able; ``side`` and ``lineup`` identify it).
@@ -97,19 +98,20 @@ def pettingzoo_rows(episodes: list[EpisodeRecord]) -> list[Row]:
     return rows
 
 
-#: env family -> the function that turns its finished episodes into side rows.
+#: report kind (a family manifest's ``report_kind``) -> the function that turns a family's
+#: finished episodes into side rows.
 MATCH_TABLES: dict[str, Callable[[list[EpisodeRecord]], list[Row]]] = {
-    "multigrid": multigrid_rows,
-    "pettingzoo": pettingzoo_rows,
+    "team": multigrid_rows,
+    "two_player": pettingzoo_rows,
 }
 
-#: Extra columns per family after the common ones: (row key, header, format).
+#: Extra columns per report kind after the common ones: (row key, header, format).
 _EXTRA_COLUMNS: dict[str, list[tuple[str, str, str]]] = {
-    "multigrid": [("goals_for", "Goals for/ep", "{:.2f}"),
+    "team": [("goals_for", "Goals for/ep", "{:.2f}"),
                   ("goals_against", "Goals against/ep", "{:.2f}"),
                   ("possession_share", "Possession", "{:.0%}"),
                   ("passes", "Passes", "{}"), ("steals", "Steals", "{}")],
-    "pettingzoo": [("illegal_moves", "Illegal moves", "{}"),
+    "two_player": [("illegal_moves", "Illegal moves", "{}"),
                    ("mean_moves", "Plies/game", "{:.1f}")],
 }
 
@@ -118,11 +120,17 @@ def match_summary(episodes: list[EpisodeRecord]) -> dict[str, list[Row]]:
     """``{env: rows}`` for every env of ``episodes`` that has a match table and finished
     episodes (the ``matches`` section of ``summary.json``)."""
     out: dict[str, list[Row]] = {}
-    for env, build in MATCH_TABLES.items():
+    for env in sorted({e.env for e in episodes}):
+        build = MATCH_TABLES.get(_kind(env))
         mine = [e for e in episodes if e.env == env and e.scored]
-        if mine:
+        if build is not None and mine:
             out[env] = build(mine)
     return out
+
+
+def _kind(env: str) -> str:
+    manifest = families().get(env)
+    return manifest.report_kind if manifest is not None else "single_agent"
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -133,11 +141,12 @@ def render_match_tables(matches: dict[str, list[Row]]) -> list[Table]:
     """One rich table per env of ``match_summary``'s output."""
     tables = []
     for env, rows in matches.items():
-        side = "Team" if env == "multigrid" else "Seat"
+        kind = _kind(env)
+        side = "Team" if kind == "team" else "Seat"
         table = Table(title=f"{env}: results per {side.lower()}")
         for header in ("Task", side, "Players", "Episodes", "W/D/L", "Win rate"):
             table.add_column(header, overflow="fold")
-        extra = _EXTRA_COLUMNS.get(env, [])
+        extra = _EXTRA_COLUMNS.get(kind, [])
         for _, header, _ in extra:
             table.add_column(header, justify="right")
         for row in rows:

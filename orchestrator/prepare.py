@@ -212,7 +212,7 @@ def _env_items(spec: RunSpec, env: str, task: str, seed: int) -> list[DataItem]:
         from env_server.families.nethack.game import reduce_seed
         from env_server.families.nethack.minihack_tasks import BOXOBAN_DIFFICULTY
 
-        official = spec.envs.minihack_kwargs.get("boxoban_levels") or os.environ.get(
+        official = spec.envs.kwargs_for("minihack").get("boxoban_levels") or os.environ.get(
             "MORIA_BOXOBAN_LEVELS")
         if task in BOXOBAN_DIFFICULTY and not official:
             return [_boxoban_item(BOXOBAN_DIFFICULTY[task], reduce_seed(seed))]

@@ -13,13 +13,14 @@ what is allowed.
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections import Counter
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import yaml
 from pydantic import (
@@ -27,12 +28,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from moria.config import AgentConfig, ClientConfig
-from moria.families import default_tasks
+from moria.families import FamilyManifest, default_tasks, families
 from moria.quoting import quote, quote_names
 from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
 from orchestrator import balrog, mosaic
@@ -124,27 +126,12 @@ class EvalConfig(_Strict):
         return {**DEFAULT_NUM_EPISODES, **value}
 
 
-class EnvsConfig(_Strict):
-    """Which env families, and their options (BALROG ``envs`` section)."""
+class _EnvsSection(_Strict):
+    """Which env families, and their options (BALROG ``envs`` section): ``names`` plus one
+    ``<env>_kwargs`` mapping per family (fields made from the families' manifests, with each
+    manifest's ``default_options``; see :data:`EnvsConfig`)."""
 
     names: str = Field(default="babyai", description="env names joined by '-'")
-    babyai_kwargs: dict[str, Any] = Field(default_factory=lambda: {"num_dists": 0})
-    #: MiniHack options passed to the env family (BALROG's character/penalty/step settings are
-    #: the family's defaults); ``boxoban_levels: DIR`` selects an official Boxoban level set.
-    minihack_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: NLE options passed to the env family (e.g. ``text_mode: language``).
-    nle_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: Crafter options (``text_format: legacy|current``, BALROG's ``unique_items``,
-    #: ``precise_location``, ``skip_items``, ``edge_only_items``, ``size``, ...).
-    crafter_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: TextWorld options (``keep_objective: true`` shows the objective BALROG strips).
-    textworld_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: BabaIsAI options (``text_fixes: true``, ``tile_size``).
-    babaisai_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: mosaic-multigrid options (``coordination_level``, ``observation_mode`` for every seat).
-    multigrid_kwargs: dict[str, Any] = Field(default_factory=dict)
-    #: PettingZoo options (``board_size`` and ``komi`` for Go, ``progression_agent``).
-    pettingzoo_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("names")
     @classmethod
@@ -165,21 +152,14 @@ class EnvsConfig(_Strict):
         return [n for n in self.names.split("-") if n]
 
     def kwargs_for(self, env: str) -> dict[str, Any]:
-        """The ``<env>_kwargs`` options."""
+        """The ``<env>_kwargs`` options ({} for an env with no such field)."""
         return dict(getattr(self, f"{env}_kwargs", {}) or {})
 
 
-class TasksConfig(_Strict):
-    """Tasks per env (BALROG ``tasks`` section)."""
-
-    babyai_tasks: list[str] = Field(default_factory=lambda: default_tasks("babyai"))
-    crafter_tasks: list[str] = Field(default_factory=lambda: default_tasks("crafter"))
-    textworld_tasks: list[str] = Field(default_factory=lambda: default_tasks("textworld"))
-    babaisai_tasks: list[str] = Field(default_factory=lambda: default_tasks("babaisai"))
-    minihack_tasks: list[str] = Field(default_factory=lambda: default_tasks("minihack"))
-    nle_tasks: list[str] = Field(default_factory=lambda: default_tasks("nle"))
-    multigrid_tasks: list[str] = Field(default_factory=lambda: default_tasks("multigrid"))
-    pettingzoo_tasks: list[str] = Field(default_factory=lambda: default_tasks("pettingzoo"))
+class _TasksSection(_Strict):
+    """Tasks per env (BALROG ``tasks`` section): one ``<env>_tasks`` list per family (fields
+    made from the families' manifests, defaulting to each family's suite tasks; see
+    :data:`TasksConfig`)."""
 
     @field_validator("*")
     @classmethod
@@ -193,8 +173,31 @@ class TasksConfig(_Strict):
         return value
 
     def for_env(self, env: str) -> list[str]:
-        """The tasks of ``env``."""
+        """The tasks of ``env``. Raises AttributeError for an env with no tasks field."""
         return list(getattr(self, f"{env}_tasks"))
+
+
+def _options_field(manifest: FamilyManifest) -> Any:
+    return (dict[str, Any], Field(default_factory=functools.partial(dict, manifest.default_options),
+                                  description=manifest.options_help or None))
+
+
+def _tasks_field(env: str) -> Any:
+    return (list[str], Field(default_factory=functools.partial(default_tasks, env)))
+
+
+if TYPE_CHECKING:
+    EnvsConfig = _EnvsSection
+    TasksConfig = _TasksSection
+else:
+    #: The ``envs`` section: ``names`` and one ``<env>_kwargs`` per family.
+    EnvsConfig = create_model(
+        "EnvsConfig", __base__=_EnvsSection, __module__=__name__,
+        **{f"{name}_kwargs": _options_field(m) for name, m in sorted(families().items())})
+    #: The ``tasks`` section: one ``<env>_tasks`` per family.
+    TasksConfig = create_model(
+        "TasksConfig", __base__=_TasksSection, __module__=__name__,
+        **{f"{name}_tasks": _tasks_field(name) for name in sorted(families())})
 
 
 class EndpointsConfig(_Strict):

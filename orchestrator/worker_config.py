@@ -20,24 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from moria.families import family_of_id, id_prefixes
+
 #: Keys of the worker config, in the order they are documented.
 WORKER_KEYS: tuple[str, ...] = (
     "worker", "model", "backend", "environment", "num_episodes", "max_steps", "history_window",
     "parallel_workers",
 )
-
-#: How an environment id names its env family: (prefix or exact id, family). First match wins.
-ENV_ID_FAMILIES: tuple[tuple[str, str], ...] = (
-    ("BabyAI-", "babyai"),
-    ("MiniHack-", "minihack"),
-    ("NetHack", "nle"),
-    ("crafter", "crafter"),
-    ("treasure_hunter", "textworld"),
-    ("the_cooking_game", "textworld"),
-    ("coin_collector", "textworld"),
-    ("env/", "babaisai"),
-)
-
 
 #: Worker keys that map one-to-one onto a run-spec key: worker key -> (section, field).
 #: (``environment`` and ``num_episodes`` depend on the env family and are mapped apart.)
@@ -63,10 +52,10 @@ def family_of(environment: str) -> str:
     """The env family hosting ``environment`` (an env id such as ``MiniHack-River-v0``).
 
     Raises WorkerConfigError listing the id forms accepted."""
-    for prefix, family in ENV_ID_FAMILIES:
-        if environment.startswith(prefix):
-            return family
-    forms = ", ".join(f"{prefix}..." for prefix, _ in ENV_ID_FAMILIES)
+    family = family_of_id(environment)
+    if family is not None:
+        return family
+    forms = ", ".join(f"{prefix}..." for prefix in id_prefixes())
     raise WorkerConfigError(
         f"environment {environment!r} names no env family Moria hosts; accepted ids start "
         f"with: {forms} (see `moria tasks`)")

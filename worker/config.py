@@ -17,15 +17,11 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from moria.config import AgentConfig, AgentType, ClientConfig
+from moria.families import env_aliases, families
 
-#: Env names accepted by ``--env`` (MOSAIC's list; ``minigrid`` is hosted by ``babyai``).
-EnvName = Literal["babyai", "minigrid", "multigrid", "minihack", "crafter", "nle", "textworld",
-                  "babaisai", "pettingzoo"]
-#: ``--env`` spellings that name another Moria env family.
-ENV_ALIASES: dict[str, str] = {"minigrid": "babyai"}
 #: ``--client`` values (``google`` is an alias of ``gemini``).
 ClientChoice = Literal["local", "openrouter", "openai", "anthropic", "google", "gemini", "vllm",
                        "llamacpp"]
@@ -62,7 +58,8 @@ class WorkerSettings(BaseModel):
 
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     interactive: bool = False
-    env_name: EnvName = "babyai"
+    env_name: str = Field(default="babyai", description="an env family or one of its aliases "
+                          "(the families' manifests: moria/families.json)")
     task: str | None = None
     client_name: ClientChoice = "local"
     model_id: str | None = None
@@ -90,10 +87,18 @@ class WorkerSettings(BaseModel):
     stdout_events: bool = False
     heartbeat_s: float = Field(default=30.0, gt=0)
 
+    @field_validator("env_name")
+    @classmethod
+    def _known_env(cls, value: str) -> str:
+        if value not in families() and value not in env_aliases():
+            allowed = sorted({*families(), *env_aliases()})
+            raise ValueError(f"unknown env {value!r}; allowed: {', '.join(allowed)}")
+        return value
+
     @property
     def family(self) -> str:
-        """The Moria env family hosting ``env_name``."""
-        return ENV_ALIASES.get(self.env_name, self.env_name)
+        """The Moria env family hosting ``env_name`` (an alias resolved)."""
+        return env_aliases().get(self.env_name, self.env_name)
 
     @property
     def images(self) -> bool:

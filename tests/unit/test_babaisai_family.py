@@ -1,4 +1,4 @@
-"""BabaIsAIFamily / BabaIsAIGame through the Family/Game interface (environments.md 6, 7)."""
+"""BabaIsAIFamily / BabaIsAIGame through the Family/Game interface (docs/families/babaisai.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from env_server.families.babaisai.things import INFO, KIND_OBJECT
 from env_server.game import GameOptionError, GameOptions, PlayerSpec, TaskNotFoundError
 
 A = "agent_0"
-# environments.md 6.1, in BALROG's order
+# BALROG's 40 tasks, in BALROG's order
 BALROG_TASKS = [f"env/{n}" for n in (
     "goto_win", "goto_win-distr_obj", "goto_win-distr_rule", "goto_win-distr_obj_rule",
     "goto_win-distr_obj-irrelevant_rule", "make_win", "make_win-distr_obj",

@@ -1,4 +1,4 @@
-"""The BabaIsAI rule engine on small hand-built grids (environments.md 6.2).
+"""The BabaIsAI rule engine on small hand-built grids (docs/families/babaisai.md, "Rules").
 
 Grids are written as sketches (``sketch.py``): lower case = objects, upper case = text blocks,
 ``+`` = a stack (bottom first); the border ring is added around. Sketch coordinates below are

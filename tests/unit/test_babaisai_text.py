@@ -1,4 +1,4 @@
-"""BabaIsAI text observations: the reference format (environments.md 6.4) and ``text_fixes``."""
+"""BabaIsAI text: the reference format and ``text_fixes`` (docs/families/babaisai.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from env_server.families.babaisai.rules import ruleset_for
 from env_server.families.babaisai.sketch import board_from_sketch
 from env_server.families.babaisai.text import NO_YOU_NOTICE, observation_text, offset_phrase
 
-# Laid out so that the composed example of environments.md 6.4 is part of the observation:
+# Laid out so that a composed example of the reference format is part of the observation:
 # baba at sketch (4, 4); WALL IS STOP and BABA IS YOU read vertically down column 0.
 EXAMPLE = [
     ". . . . . wall . . . IS",

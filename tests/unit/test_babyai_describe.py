@@ -1,5 +1,5 @@
-"""The BabyAI text description (environments.md 2.3) on hand-built scenes, plus a differential
-check against a plain object-walking implementation over many random states."""
+"""The BabyAI text description (docs/families/babyai.md) on hand-built scenes, plus a
+differential check against a plain object-walking implementation over many random states."""
 
 from __future__ import annotations
 

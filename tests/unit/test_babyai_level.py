@@ -1,4 +1,4 @@
-"""Our MixedTrainLocal level: layout rules of environments.md 2.1, per kind."""
+"""Our MixedTrainLocal level: layout rules of BALROG's level, per kind."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crafter observation text on hand-built semantic maps (environments.md 3.4)."""
+"""Crafter observation text on hand-built semantic maps (docs/families/crafter.md)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ BALROG_TASKS = [
 ]
 MOVES = ["north", "east", "south", "west", "northeast", "southeast", "southwest", "northwest"]
 FAR = [f"far {m}" for m in MOVES]
-# environments.md 4.9
+# docs/families/minihack.md, "Actions"
 EXPECTED_ACTIONS = {
     "MiniHack-Boxoban-Hard-v0": MOVES[:4],
     "MiniHack-Boxoban-Medium-v0": MOVES[:4],

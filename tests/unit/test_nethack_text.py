@@ -1,7 +1,7 @@
-"""The NLE text observation on a real, seeded game (environments.md 4.2-4.7).
+"""The NLE text observation on a real, seeded game (docs/families/nle.md).
 
 The env is built as the ``nle`` family builds it (``NLE_KWARGS``: BALROG's NetHackChallenge
-settings, 4.1, with the moon phase fixed, so the game does not depend on today's date), from
+settings, with the moon phase fixed, so the game does not depend on today's date), from
 ``NetHackScore`` because stock nle 1.3.0's ``NetHackChallenge`` refuses seeding. With core/disp
 seed 1 the game starts as a lawful female human Samurai in a small room, a jackal adjacent west
 and her little dog adjacent east:

@@ -1,6 +1,6 @@
-"""The language observation (environments.md 4.5), the cursor text (4.6) and the statistics and
-inventory text (4.7) on hand-built glyph maps, plus a differential check of the fast
-implementation against a plain per-cell one written from the spec."""
+"""The language observation, the cursor text and the statistics and inventory text on hand-built
+glyph maps, plus a differential check of the fast implementation against a plain per-cell one
+written from the rules in ``language.py``'s docstring."""
 
 from __future__ import annotations
 
@@ -377,7 +377,7 @@ def test_statistics_text() -> None:
 
 
 def plain_describe(glyphs: np.ndarray, px: int, py: int) -> str:
-    """Straight from the spec text, one cell at a time, no tables or packing."""
+    """Straight from the rules in ``language.py``, one cell at a time, no tables or packing."""
     tables = glyph_tables()
     entries: list[tuple[str, str, str]] = []
     for y in range(21):

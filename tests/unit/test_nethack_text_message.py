@@ -1,4 +1,4 @@
-"""Message extraction from tty_chars (environments.md 4.4) and --More-- skipping (4.2), on
+"""Message extraction from tty_chars and --More-- skipping, on
 hand-built 24x80 screens and a scripted step function."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""NLE progression table and tracker, and the end-reason parser (environments.md 4.10)."""
+"""NLE progression table and tracker, and the end-reason parser (docs/families/nle.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from env_server.families.nethack.text.progress import (
     parse_end_reason,
 )
 
-# balrog-harness.md, "Progression": the published table, rounded to 4 decimals.
+# BALROG's published progression table (its ``achievements.json``), rounded to 4 decimals.
 HARNESS_DLVL = [
     0, .0154, .0175, .0212, .0265, .0354, .0485, .0696, .0977, .1256,
     .1613, .2061, .2566, .2925, .3088, .3249, .3401, .3526, .3655, .3790,

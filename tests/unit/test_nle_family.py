@@ -14,7 +14,7 @@ from env_server.game import GameOptionError, GameOptions, PlayerSpec, TaskNotFou
 TASK = "NetHackChallenge-v0"
 A = "agent_0"
 
-# environments.md 4.9, the 86 named commands in the reference order.
+# The 86 named commands in the reference order.
 _SPEC_TEXT = (
     "north, east, south, west, northeast, southeast, southwest, northwest, far north, far east, "
     "far south, far west, far northeast, far southeast, far southwest, far northwest, up, down, "

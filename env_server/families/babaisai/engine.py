@@ -1,7 +1,7 @@
 """One step of the rule engine: moves, pushes, pulls, win/lose checks, rule re-reading.
 
-Source of reference behaviour: environments.md 6.2 (nacloos/baba-is-ai ``grid.py``,
-``BabaIsYouEnv.step`` and ``move``). Per non-idle step:
+Source of reference behaviour: nacloos/baba-is-ai ``grid.py``, ``BabaIsYouEnv.step`` and
+``move`` (the rules are summed up in docs/families/babaisai.md). Per non-idle step:
 
 1. Every YOU thing lying on top of its cell, in row-major order of the cells at the start of the
    step, turns to the move's direction and moves one cell:

@@ -1,8 +1,8 @@
 """One BabaIsAI game: a single agent ``agent_0`` playing one of the 40 puzzles.
 
-Source of reference behaviour: environments.md 6.2 (rewards, ending, progression), 6.4 (text) and
-7 (invalid actions). Per step: ``idle`` changes nothing but uses a step; a move runs the engine
-(``engine.advance``). Then:
+Source of reference behaviour: docs/families/babaisai.md (rewards, ending, progression, text) and
+the invalid-action rule of docs/adding-a-family.md. Per step: ``idle`` changes nothing but uses
+a step; a move runs the engine (``engine.advance``). Then:
 
 - a win gives reward ``1 - 0.9 * steps / D`` and ends the episode (terminated), where ``D`` is
   100 (BALROG's value) or the step limit when a longer one was asked for, so that a win always

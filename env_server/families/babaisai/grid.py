@@ -1,7 +1,7 @@
 """The grid: a row-major list of cell stacks, each stack packed into one Python int.
 
-A cell holds a stack of things (environments.md 6.2: "cells hold stacks of objects; the top one is
-what counts for display and blocking"). A stack of codes ``c1`` (bottom) .. ``ck`` (top) is the
+A cell holds a stack of things, as in the reference; the top one is what counts for display and
+blocking. A stack of codes ``c1`` (bottom) .. ``ck`` (top) is the
 int ``c1 << 8*(k-1) | ... | ck``: the top is the lowest byte, 0 is an empty cell. This keeps a
 whole grid state a flat tuple of ints, cheap to copy and hash for the solver.
 

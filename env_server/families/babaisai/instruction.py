@@ -1,4 +1,4 @@
-"""Action list and instruction text of the BabaIsAI family (environments.md 6.5; our wording).
+"""Action list and instruction text of the BabaIsAI family (our wording).
 
 Besides the reference's content (the game, the five actions, tips on reading and changing rules)
 it states two facts of this implementation: the observation format, and that the episode ends as

@@ -22,5 +22,6 @@ BALROG_TASKS: tuple[str, ...] = (
 MANIFESTS = [FamilyManifest(
     name="babaisai", entry_point="env_server.families.babaisai:BabaIsAIFamily",
     suites={"balrog": SuiteEntry(position=3, default_tasks=BALROG_TASKS, episodes_per_task=3)},
-    oracle_source="solver", image="babaisai",
+    oracle_source="solver", image="babaisai", id_prefixes=("env/",),
+    options_help="text_fixes: true, tile_size",
 )]

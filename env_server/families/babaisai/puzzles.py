@@ -1,6 +1,6 @@
 """The 40 BALROG BabaIsAI puzzles: layouts drawn from ``numpy.random.default_rng(seed)``.
 
-Source of reference behaviour: environments.md 6.1 and 6.3 (nacloos/baba-is-ai ``envs.py``).
+Source of reference behaviour: nacloos/baba-is-ai ``envs.py`` (tasks: docs/families/babaisai.md).
 Coordinates include the border; x grows to the right, y downward.
 
 Random parts (which nouns and colours obj1/obj2/obj3 are, which cells things go to, which block
@@ -115,7 +115,7 @@ _SINGLE_DISTRACTOR_SPOTS: tuple[Pos, ...] = (
 
 
 def single_room(rng: np.random.Generator, *, make_win: bool, distractors: Distractors) -> Puzzle:
-    """``goto_win*`` / ``make_win*`` (environments.md 6.3, single room).
+    """``goto_win*`` / ``make_win*`` (single room).
 
     ``baba is you`` at (1,6)-(3,6), ``obj1 is win`` at (1,1)-(3,1); ``make_win`` moves the obj1
     word to an empty cell with x, y in 2..5; ``distractors.rule`` adds a text block naming obj2
@@ -165,7 +165,7 @@ def _two_room_base(rng: np.random.Generator) -> _Layout:
 
 def two_room(rng: np.random.Generator, *, objects_in: str, stop_broken: bool, make_win: bool,
              distractors: Distractors) -> Puzzle:
-    """The ``two_room-*`` goto/break_stop/maybe_break_stop/make_win tasks (6.3, two rooms).
+    """The ``two_room-*`` goto/break_stop/maybe_break_stop/make_win tasks (two rooms).
 
     A divider of wall objects at x = 6; ``baba is you`` at (1,7)-(3,7), ``wall is stop`` at
     (1,2)-(3,2), ``obj1 is win`` at (9,1)-(11,1). ``stop_broken`` moves its ``is`` or ``stop``
@@ -212,7 +212,7 @@ def two_room(rng: np.random.Generator, *, objects_in: str, stop_broken: bool, ma
 
 
 def make_you(rng: np.random.Generator, *, make_win: bool) -> Puzzle:
-    """``two_room-make_you`` / ``two_room-make_you-make_win`` (6.3).
+    """``two_room-make_you`` / ``two_room-make_you-make_win``.
 
     ``baba is you`` at (1,6)-(3,6) (breakable: row 7 is free), ``wall is stop`` at (1,1)-(3,1),
     ``obj1 is win`` at (9,1)-(11,1); a text block naming obj2 at x 2..4, y 3..5; ``make_win``
@@ -240,7 +240,7 @@ def make_you(rng: np.random.Generator, *, make_win: bool) -> Puzzle:
 
 
 def make_wall_win(rng: np.random.Generator) -> Puzzle:
-    """``two_room-make_wall_win`` (6.3).
+    """``two_room-make_wall_win``.
 
     ``baba is you`` at (1,7)-(3,7), ``wall is stop`` at (2,2)-(4,2), ``obj1 is win`` at
     (9,1)-(11,1) with its obj1 word moved to an unusable border spot; a text block naming obj3 at

@@ -1,6 +1,6 @@
 """Reading the active rules off the grid and turning them into per-code property bits.
 
-Source of reference behaviour: environments.md 6.2 (nacloos/baba-is-ai ``rule.py``). For every
+Source of reference behaviour: nacloos/baba-is-ai ``rule.py``. For every
 ``is`` block on top of its cell, in row-major order: horizontally (when the cells to its left and
 right exist) first the 4-block colour form ``[colour][noun] is [property]`` using the two cells on
 the left, else ``[noun] is [property]`` or ``[noun] is [noun]``; then the same vertically (cells

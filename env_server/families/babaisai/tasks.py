@@ -1,7 +1,7 @@
 """Task names of the ``babaisai`` family: BALROG's 40 puzzles as ``env/<name>``.
 
-Source: environments.md 6.1. The canonical id is BALROG's (``env/goto_win``); the bare puzzle name
-(``goto_win``) is accepted as an alias. Every task has a 100-step limit.
+Listed in docs/families/babaisai.md. The canonical id is BALROG's (``env/goto_win``); the bare
+puzzle name (``goto_win``) is accepted as an alias. Every task has a 100-step limit.
 """
 
 from __future__ import annotations

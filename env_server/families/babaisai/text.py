@@ -1,6 +1,6 @@
 """The text observation: active rules and the objects relative to the thing you control.
 
-Source of reference behaviour: environments.md 6.4 (BALROG ``babaisai/base.py``). Layout::
+Source of reference behaviour: BALROG ``babaisai/base.py`` (docs/families/babaisai.md). Layout::
 
     Active rules:
     <one rule per line>

@@ -1,6 +1,6 @@
 """The vocabulary of BabaIsAI and the integer codes of every thing that can lie on the grid.
 
-Source of reference behaviour: environments.md 6.2 (nacloos/baba-is-ai ``world_object.py``):
+Source of reference behaviour: nacloos/baba-is-ai ``world_object.py``:
 object nouns ``baba``, ``wall``, ``ball``, ``key``, ``door`` with a colour; text blocks naming a
 noun, the word ``is``, a property or a colour; and the solid border.
 

@@ -1,4 +1,4 @@
-"""Text description of the agent's egocentric view (environments.md 2.3), our own code.
+"""Text description of the agent's egocentric view (docs/families/babyai.md), our own code.
 
 Input is minigrid's encoded partial observation ``obs["image"]``: an array of shape (V, V, 3),
 uint8, indexed ``[column, row]`` with channels (object index, colour index, state). The agent sits

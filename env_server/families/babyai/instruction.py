@@ -1,4 +1,4 @@
-"""Action list and instruction text of the BabyAI family (environments.md 2.2 and 2.4).
+"""Action list and instruction text of the BabyAI family (docs/families/babyai.md).
 
 The wording is ours. Compared with the reference prompt it corrects two facts: ``pick up`` acts on
 the cell in front of the agent (not below it), and toggling a box destroys it.

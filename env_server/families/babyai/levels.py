@@ -1,4 +1,4 @@
-"""Our own ``BabyAI-MixedTrainLocal-v0`` level on stock minigrid (environments.md 2.1).
+"""Our own ``BabyAI-MixedTrainLocal-v0`` level on stock minigrid (docs/families/babyai.md).
 
 Stock minigrid lacks this level; BALROG gets it from a minigrid fork. This class rebuilds it as a
 ``LevelGen`` subclass (so minigrid's ``BabyAIBot`` and verifiers work on it unchanged), with the

@@ -16,5 +16,7 @@ BALROG_TASKS: tuple[str, ...] = (
 MANIFESTS = [FamilyManifest(
     name="babyai", entry_point="env_server.families.babyai:BabyAIFamily",
     suites={"balrog": SuiteEntry(position=0, default_tasks=BALROG_TASKS, episodes_per_task=10)},
-    oracle_source="babyai-bot", extra="babyai", image="babyai",
+    oracle_source="babyai-bot", extra="babyai", image="babyai", default_options={"num_dists": 0},
+    id_prefixes=("BabyAI-",), aliases=("minigrid",),
+    options_help="BALROG's num_dists (distractors; 0), tile_size, ...",
 )]

@@ -18,7 +18,7 @@ MIXED_ID = "BabyAI-MixedTrainLocal-v0"
 # The BALROG evaluation kinds, in BALROG's order.
 KINDS: tuple[str, ...] = ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to")
 
-# Step limit per kind: navigations x room_size^2 x rooms (environments.md 2.1).
+# Step limit per kind: navigations x room_size^2 x rooms (the table of docs/families/babyai.md).
 KIND_MAX_STEPS: dict[str, int] = {
     "goto": 64,
     "pickup": 64,

@@ -1,6 +1,6 @@
 """One Crafter game: a single agent ``agent_0`` in one seeded crafter world.
 
-Episode rules (environments.md 3.1, 3.3; BALROG's Crafter wrapper unless noted):
+Episode rules (docs/families/crafter.md; BALROG's Crafter wrapper unless noted):
 
 - ``reset`` builds the world from the episode seed (``world.new_env``; BALROG ignores the seed)
   as a ``seeded_env.DeterministicEnv``, so the dynamics are reproducible too, resets it and,

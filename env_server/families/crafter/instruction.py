@@ -1,4 +1,4 @@
-"""The Crafter instruction text (content per environments.md 3.5; the wording is ours).
+"""The Crafter instruction text (BALROG's content; the wording is ours).
 
 It names the game, lists the 17 actions with their descriptions, numbers the 22 achievements in
 the reference order, explains the observation briefly and states the goal.

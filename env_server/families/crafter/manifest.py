@@ -7,5 +7,7 @@ from moria.families import FamilyManifest, SuiteEntry
 MANIFESTS = [FamilyManifest(
     name="crafter", entry_point="env_server.families.crafter:CrafterFamily",
     suites={"balrog": SuiteEntry(position=1, default_tasks=("default",), episodes_per_task=10)},
-    extra="crafter", image="crafter", balrog_text=True,
+    extra="crafter", image="crafter", balrog_text=True, id_prefixes=("crafter",),
+    options_help=("text_format: legacy|current, BALROG's unique_items, precise_location, "
+                  "skip_items, edge_only_items, size, ..."),
 )]

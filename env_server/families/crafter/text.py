@@ -1,4 +1,4 @@
-"""Crafter observation text (environments.md 3.4), our own code.
+"""Crafter observation text (docs/families/crafter.md), our own code.
 
 Long-term text (kept in the history):
 
@@ -32,8 +32,8 @@ Two formats of the "You see" lines (``TextOptions.text_format``):
 Both formats read the faced cell as ``[x, y]`` (BALROG's PR #50 fix) and treat cells outside the
 map as absent (the reference's negative-slice defect at the west/north edges is not copied), so
 the "out of the map" fallback text of the reference never arises. The sleeping and death
-sentences are our own wording, followed by one blank line as environments.md 3.4 states (the
-reference code actually leaves three blank lines there).
+sentences are our own wording, followed by one blank line as docs/families/crafter.md
+states (the reference code actually leaves three blank lines there).
 """
 
 from __future__ import annotations

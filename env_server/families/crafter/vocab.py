@@ -1,4 +1,4 @@
-"""Fixed vocabularies of the Crafter family (environments.md 3.2-3.4), our own wording.
+"""Fixed vocabularies of the Crafter family (docs/families/crafter.md), our own wording.
 
 Pure data, no crafter import, so the text renderer and its tests stay light. The unit tests check
 every table here against crafter 1.8.3 itself (action order, semantic ids, item order,
@@ -48,7 +48,7 @@ DEFAULT_ACTION = "Noop"
 NOOP_INDEX = ACTION_INDEX[DEFAULT_ACTION]
 
 # The 22 achievements as crafter names them, in the order the instruction numbers them
-# (environments.md 3.3); ``achievement_title`` gives the display form ("Collect Wood").
+# (the reference's order); ``achievement_title`` gives the display form ("Collect Wood").
 ACHIEVEMENTS: tuple[str, ...] = (
     "collect_wood",
     "place_table",

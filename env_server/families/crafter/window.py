@@ -1,9 +1,9 @@
 """The player's state as the text renderer needs it, and its 9x7 local semantic window.
 
-Source of the geometry: BALROG's Crafter wrapper (environments.md 3.4) slices crafter's semantic
+Source of the geometry: BALROG's Crafter wrapper slices crafter's semantic
 map to x in [px-4, px+4], y in [py-3, py+3] with the player at window cell (4, 3). Near the west
 or north edge of the map the reference slice starts at a negative index and comes out empty or
-shifted (environments.md 8, a defect); here the window always keeps its 9x7 shape and every cell
+shifted (a reference defect); here the window always keeps its 9x7 shape and every cell
 outside the map holds ``OUTSIDE``, which the renderer treats as absent.
 
 Axes follow crafter: arrays are indexed ``[x, y]``, x growing east, y growing south.

@@ -1,6 +1,6 @@
 """Building seeded crafter worlds, reading a ``Frame`` from them, and the once-per-process warm-up.
 
-Seeding (fixing environments.md 8): BALROG builds ``crafter.Env(seed=None)`` before it seeds the
+Seeding (fixing a BALROG defect): BALROG builds ``crafter.Env(seed=None)`` before it seeds the
 global RNGs, so crafter draws its own world seed and logged episode seeds do not reproduce worlds.
 Here a fresh env (``seeded_env.DeterministicEnv``) is built for every episode with the episode
 seed, so (task, seed) fixes the world: crafter generates it from ``hash((seed, 1))``, a pure

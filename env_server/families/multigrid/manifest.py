@@ -12,4 +12,5 @@ MANIFESTS = [FamilyManifest(
                                    "MosaicMultiGrid-C-2v2-IndAgObs-v1"),
         episodes_per_task=10)},
     report_kind="team", extra="multigrid", image="multigrid",
+    options_help="coordination_level, observation_mode (for every seat)",
 )]

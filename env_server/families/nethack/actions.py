@@ -1,4 +1,4 @@
-"""Action vocabularies of the ``nle`` and ``minihack`` families (environments.md 4.9).
+"""Action vocabularies of the ``nle`` and ``minihack`` families (docs/families/, "Actions").
 
 Every action is a natural-language name that maps to one NetHack key code; the game sends the
 key through the env's own action table (``env.actions``: a tuple of key codes), so an action's
@@ -6,7 +6,7 @@ env index is ``env.actions.index(key)``.
 
 - NLE: the 86 named commands in the reference order, then the single keys ``a``..``z``,
   ``A``..``Z`` and ``0``..``9`` (148 actions). The reference's ``00``..``99`` are not offered
-  (they pass its validity check but crash its env step: environments.md 8).
+  (they pass its validity check but crash its env step).
 - MiniHack: the 33-name vocabulary intersected with the task's action set, in the task's order.
 
 Descriptions are our own one-liners. Key codes are plain ints (``ord(c)``, ``0x80 | c`` for
@@ -71,7 +71,7 @@ _MOVES: tuple[KeyAction, ...] = tuple(
     for name, _, key in _DIRS
 )
 
-# The 86 named commands of the reference, in its order (environments.md 4.9).
+# The 86 named commands of the reference, in its order.
 NLE_COMMANDS: tuple[KeyAction, ...] = (
     *_MOVES,
     KeyAction("up", ord("<"), "climb up the staircase or ladder you are standing on (<)"),
@@ -219,8 +219,8 @@ NLE_DEFAULT_ACTION = "esc"
 #: The key the --More-- handler presses (Enter, the ``more`` action).
 MORE_KEY = ord("\r")
 
-# The MiniHack vocabulary (33 names, environments.md 4.9). Descriptions are short and geared to
-# the small MiniHack levels.
+# The MiniHack vocabulary (33 names, listed in docs/families/minihack.md). Descriptions are
+# short and geared to the small MiniHack levels.
 _MINIHACK_EXTRA = (
     KeyAction("apply", ord("a"), "use a tool or wand you carry, e.g. a horn (asks which item)"),
     KeyAction("close", ord("c"), "close an adjacent door (asks for a direction)"),

@@ -1,4 +1,4 @@
-"""Instruction texts of the ``nle`` and ``minihack`` families (content of environments.md 4.12).
+"""Instruction texts of the ``nle`` and ``minihack`` families (content of BALROG's prompts).
 
 The wording is ours. Unlike the reference NLE prompt, the action list describes exactly the
 actions offered: nothing that cannot be sent (annotate, overview, teleport, travel, minus, apos)

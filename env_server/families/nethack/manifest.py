@@ -13,11 +13,15 @@ MANIFESTS = [
         suites={"balrog": SuiteEntry(position=4, default_tasks=MINIHACK_BALROG_TASKS,
                                      episodes_per_task=5)},
         oracle_source="minihack-expert", prepare=("boxoban",), extra="nethack", image="nethack",
+        id_prefixes=("MiniHack-",),
+        options_help=("BALROG's character/penalty/step settings are the defaults; "
+                      "boxoban_levels: DIR selects an official Boxoban level set"),
     ),
     FamilyManifest(
         name="nle", entry_point="env_server.families.nethack:NLEFamily",
         suites={"balrog": SuiteEntry(position=5, default_tasks=("NetHackChallenge-v0",),
                                      episodes_per_task=5)},
-        extra="nethack", image="nethack",
+        extra="nethack", image="nethack", options_help="e.g. text_mode: language",
+        id_prefixes=("NetHack",),
     ),
 ]

@@ -1,6 +1,6 @@
 """The ``minihack`` family: BALROG's eight MiniHack tasks plus the other runnable minihack ids.
 
-Every task runs with BALROG's settings (environments.md 4.1): character ``@`` (forced
+Every task runs with BALROG's settings (docs/families/minihack.md): character ``@`` (forced
 characters kept), 100 agent steps (``GameOptions.max_steps`` overrides), step penalty -0.01
 (constant mode), time penalty 0, autopickup off, explicit observation keys (glyphs, blstats,
 tty_chars, tty_colors, tty_cursor, inv_letters, inv_strs; never ``*_crop``). Images
@@ -27,7 +27,7 @@ turn counter did not advance pays 1 - 0.01 = 0.99 and scores 0. Metrics carry bo
 ``progression_balrog`` (the reference rule, bit for bit) and ``progression_fixed`` (1.0 also when
 the episode ended with NLE status TASK_SUCCESSFUL). ``progression`` is ``progression_balrog``
 unless ``progression_rule=fixed`` (comparable by default, documented option:
-balrog-harness.md); ``progression_rule`` names the choice in every result. Other metrics:
+docs/families/minihack.md); ``progression_rule`` names the choice in every result. Other metrics:
 ``success`` (goal reached, the fixed rule), ``end_reason`` (NLE end status name: RUNNING,
 DEATH, TASK_SUCCESSFUL or ABORTED; our step limit reports ABORTED like NLE's own limit),
 ``steps``, ``episode_return``, ``text_mode``, and ``level_source`` on Boxoban tasks.

@@ -39,7 +39,7 @@ BOXOBAN_DIFFICULTY: dict[str, str] = {
 #: Step limit of every task (BALROG's ``max_episode_steps=100`` overrides each task's own).
 MAX_STEPS = 100
 
-#: BALROG's keyword arguments for every MiniHack task (environments.md 4.1), plus the
+#: BALROG's keyword arguments for every MiniHack task, plus the
 #: determinism switch. Tasks that force a character (CorridorBattle, Quest-Medium) keep theirs:
 #: their constructors overwrite ``character``.
 BALROG_KWARGS: dict[str, Any] = {

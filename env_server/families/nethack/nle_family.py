@@ -1,7 +1,7 @@
 """The ``nle`` family: BALROG's ``NetHackChallenge-v0``, built seedably on stock nle 1.3.0.
 
 Stock ``NetHackChallenge`` refuses seeding, so the same configuration is built from
-``NetHackScore`` (environments.md 4.1): the full 121-key action set, character ``@`` (random
+``NetHackScore`` (docs/families/nle.md): the full 121-key action set, character ``@`` (random
 role, race, gender and alignment, drawn from the seeded core RNG), every y/n question and menu
 passed to the agent, zero reward penalties (reward = score difference), and the challenge's
 no-progress abort re-implemented in ``game.NetHackGame`` (150 env steps, --More-- presses

@@ -6,7 +6,7 @@ games (``games.py``); a missing game is generated when a game is opened (seconds
 
 Family-specific options (``GameOptions.kwargs``):
 - ``keep_objective`` (bool, default false): keep the objective in the observation text (fixes the
-  reference defect that hides it; environments.md 8). Recorded in the metrics.
+  reference defect that hides it; docs/families/textworld.md). Recorded in the metrics.
 
 Games run in worker processes (``isolation = "process"``). TextWorld is not thread-safe: its
 logic and grammar parsers (tatsu) are shared module-level objects, and games opened concurrently

@@ -1,6 +1,6 @@
 """One TextWorld game: a single agent ``agent_0`` typing commands into one generated story.
 
-Behaviour (environments.md 5.2-5.3):
+Behaviour (docs/families/textworld.md):
 
 - the episode seed picks the game file, ``games.index_for_seed(seed)`` (seed mod 25), built on
   demand; the seed also seeds the Z-machine's random generator;

@@ -61,7 +61,7 @@ def games_dir() -> Path:
 
 
 def index_for_seed(seed: int) -> int:
-    """The game index an episode seed plays: ``seed mod 25`` (environments.md 5.1)."""
+    """The game index an episode seed plays: ``seed mod 25`` (docs/families/textworld.md)."""
     return int(seed) % GAMES_PER_FAMILY
 
 

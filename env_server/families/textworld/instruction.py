@@ -1,4 +1,4 @@
-"""Instruction texts of the TextWorld families (environments.md 5.4: content only; wording ours).
+"""Instruction texts of the TextWorld families (BALROG's content; wording ours).
 
 Compared with the reference prompts: the step budget stated is the episode's real limit (the
 reference states 40, 80 and 25 while every game runs 80 commands), the coin prompt has no garbled

@@ -11,5 +11,6 @@ MANIFESTS = [FamilyManifest(
         position=2, default_tasks=("treasure_hunter", "the_cooking_game", "coin_collector"),
         episodes_per_task=10)},
     oracle_source="walkthrough", seed_cycle=25, prepare=("textworld",), extra="textworld",
-    image="textworld",
+    image="textworld", id_prefixes=("treasure_hunter", "the_cooking_game", "coin_collector"),
+    options_help="keep_objective: true shows the objective BALROG strips",
 )]

@@ -1,4 +1,4 @@
-"""What each TextWorld game family is generated from (environments.md 5.1), and its seeds.
+"""What each TextWorld game family is generated from (docs/families/textworld.md), and its seeds.
 
 BALROG plays 25 pre-generated games per family. Its generator calls, restated as data:
 

@@ -1,4 +1,4 @@
-"""Observation text of TextWorld games (environments.md 5.3), our own code.
+"""Observation text of TextWorld games (docs/families/textworld.md), our own code.
 
 BALROG's text: the game's output with the objective removed. The output is split on the exact
 objective string and only what follows its *last* occurrence is kept (all of it when the

@@ -1,16 +1,16 @@
-"""Text rendering of NLE / MiniHack observations, BALROG-equivalent (environments.md 4.2-4.10).
+"""Text rendering of NLE / MiniHack observations, BALROG-equivalent (docs/families/minihack.md).
 
 Our own Python re-implementation of what BALROG's language wrapper shows the model, built from
 stock nle 1.3.0 observation keys (``glyphs``, ``blstats``, ``tty_chars``, ``tty_cursor``,
 ``inv_letters``, ``inv_strs``):
 
-- ``extract_message`` (message.py): message / menu text from the screen (4.4);
-- ``skip_more`` (more.py): --More-- skipping after a step (4.2);
-- ``describe_map`` (language.py): the "language observation" (4.5);
-- ``describe_cursor`` (cursor.py): cursor text (4.6);
-- ``describe_inventory``, ``describe_stats`` (status.py): 4.7;
-- ``render_observation`` (layout.py): the long-/short-term texts in hybrid or language mode (4.3);
-- ``NLEProgress`` (progress.py): progression table and end reason (4.10).
+- ``extract_message`` (message.py): message / menu text from the screen;
+- ``skip_more`` (more.py): --More-- skipping after a step;
+- ``describe_map`` (language.py): the "language observation";
+- ``describe_cursor`` (cursor.py): cursor text;
+- ``describe_inventory``, ``describe_stats`` (status.py): inventory and statistics text;
+- ``render_observation`` (layout.py): the long-/short-term texts in hybrid or language mode;
+- ``NLEProgress`` (progress.py): progression table and end reason.
 
 Glyph tables are built lazily on first use (about 20 ms) from ``nle.nethack``.
 """

@@ -1,4 +1,4 @@
-"""Distance and compass words for map offsets (environments.md 4.5, "Offsets and words").
+"""Distance and compass words for map offsets, as the language observation words them.
 
 An offset is (dx, dy) with dx growing east and dy growing **north** (dy = player_y - cell_y, since
 screen rows grow downwards).

@@ -1,4 +1,4 @@
-"""Cursor text (environments.md 4.6).
+"""Cursor text (the ``cursor`` block of the observation).
 
 The terminal cursor (``tty_cursor`` = (row, column)) sits on the player during normal play and
 moves over the map when the game asks for a position, or onto the message line for prompts.

@@ -1,4 +1,4 @@
-"""Names of NetHack glyphs as the language observation uses them (environments.md 4.5).
+"""Names of NetHack glyphs as the language observation uses them.
 
 Two names per glyph, both possibly empty:
 
@@ -126,7 +126,7 @@ _FIRST_WORD_PLURALS = (
 
 
 def pluralize(noun: str) -> str:
-    """Plural of a screen or structure name, by the reference's rules (environments.md 4.5).
+    """Plural of a screen or structure name, by the reference's rules.
 
     Mass nouns (ending in boots, shoes, scales, lenses, bars) stay unchanged; four fixed cases;
     six phrases pluralise their first word; then consonant+y -> ies; z, x, sh, ss -> +es;
@@ -156,7 +156,7 @@ def pluralize(noun: str) -> str:
 
 
 def _object_name(otyp: int) -> str:
-    """Screen name of object type ``otyp`` by its class (environments.md 4.5, object row)."""
+    """Screen name of object type ``otyp`` by its class."""
     from nle import nethack as nh
 
     descr = nh.objdescr.from_idx(otyp)

@@ -1,4 +1,4 @@
-"""The "language observation": a text description of the map (environments.md 4.5).
+"""The "language observation": a text description of the map.
 
 ``describe_map(glyphs, player_x, player_y)`` lists what the player can know about the level, one
 line per (name, distance) group, e.g.::
@@ -16,7 +16,7 @@ Entries:
    doors, traps, dark area...); a *blocking* structure (dark area, walls, corners, t-walls, cross
    wall) ends its ray after being reported. Floors and screen features never end a ray.
 
-Reference behaviour kept (**defect**, environments.md 8): closed doors and raised drawbridges are
+Reference behaviour kept (**defect**): closed doors and raised drawbridges are
 screen features, so rays pass through them although the reference lists them as blocking.
 
 Entries are sorted by distance (very far first) then clockwise direction from north, stable

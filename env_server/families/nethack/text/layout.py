@@ -1,18 +1,18 @@
-"""The text the model reads for one NLE/MiniHack observation (environments.md 4.3).
+"""The text the model reads for one NLE/MiniHack observation (docs/families/minihack.md).
 
 Each block is ``<label>:\\n<value>\\n`` and blocks are joined by one more ``\\n``, as in the
 reference.
 
 Hybrid mode (BALROG's default, no image history):
 
-- long-term: ``message`` (the step's message, possibly empty), ``language observation`` (4.5),
-  ``cursor`` (4.6, then ``\\n(x=<col>, y=<row>)`` with the raw ``tty_cursor``; the row counts the
+- long-term: ``message`` (the step's message, possibly empty), ``language observation``,
+  ``cursor`` (then ``\\n(x=<col>, y=<row>)`` with the raw ``tty_cursor``; the row counts the
   message line) and ``map``: rows 1..23 of ``tty_chars`` (all 80 characters, the two status lines
   at the bottom), each followed by ``\\n``;
-- short-term: ``inventory`` (4.7).
+- short-term: ``inventory``.
 
 Language mode (used with images): long-term = message, language observation, cursor (no
-coordinate line); short-term = ``statistics`` (4.7) and ``inventory``.
+coordinate line); short-term = ``statistics`` and ``inventory``.
 
 The hybrid view omits the statistics block (the status lines in the map carry them); that is the
 reference's layout and kept for comparability.

@@ -1,4 +1,4 @@
-"""Message text from the terminal screen (environments.md 4.4).
+"""Message text from the terminal screen.
 
 NLE's ``message`` key holds only the last top-line message; the text a player reads also includes
 multi-line messages, menus and pop-up windows drawn over the map. The reference therefore reads

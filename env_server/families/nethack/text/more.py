@@ -1,6 +1,6 @@
-"""Automatic --More-- skipping after an agent step (environments.md 4.2, ``skip_more=True``).
+"""Automatic --More-- skipping after an agent step (BALROG's ``skip_more=True``).
 
-Reference behaviour: after the agent's step, extract the message (4.4) from ``tty_chars``. While
+Reference behaviour: after the agent's step, extract the message from ``tty_chars``. While
 it contains ``--More--`` and the game is not over, replace every ``--More--`` in the accumulated
 text by a newline, press MORE (Enter), append the new screen's message and add that press's
 reward. The accumulated text is the step's message. (At reset the message is extracted once, with

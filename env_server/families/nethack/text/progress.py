@@ -1,4 +1,4 @@
-"""NetHack progression and end reason (environments.md 4.10, balrog-harness.md "Progression").
+"""NetHack progression and end reason (docs/families/nle.md, "Metrics").
 
 Progression
 -----------
@@ -22,10 +22,10 @@ Planes, astral = level 1); checked in NLE 1.3.0 by level-teleporting in wizard m
 dnum 3, level 1, status line ``Home 1``; Astral: dnum 7, level 1, status line ``Astral Plane``).
 
 Difference from the reference: BALROG's table has the Home, Astral and ascension entries but its
-code only ever looks up Dlvl/Xp, so its maximum is about 0.807; we reach them (harness brief). The
+code only ever looks up Dlvl/Xp, so its maximum is about 0.807; we reach them. The
 reference keys the ascension entry ``"You ascend t"`` (a message prefix); we call it ``Ascended``.
-Values are the reference's exact floats (its ``achievements.json``); the 4-decimal table in
-balrog-harness.md is their rounding.
+Values are the reference's exact floats (its ``achievements.json``), not a 4-decimal rounding of
+them.
 
 End reason
 ----------

@@ -1,4 +1,4 @@
-"""Inventory and statistics text (environments.md 4.7).
+"""Inventory and statistics text (the ``inventory`` and ``statistics`` blocks).
 
 Inventory: one ``<letter>: <description>`` line per slot of ``inv_letters`` up to the first 0,
 e.g. ``a: a +0 katana (weapon in hand)``.
@@ -6,7 +6,7 @@ e.g. ``a: a +0 katana (weapon in hand)``.
 Statistics (shown in language mode only): one ``Label: value`` line per field of ``blstats``, in
 the reference's order. Unknown enum values (hunger, encumbrance, alignment) print as an empty
 value, as the reference's map look-up does. Conditions are listed in the order the reference build
-produced (its map is unordered; environments.md 9), or ``None``.
+produced (its map is unordered), or ``None``.
 
 Bytes are decoded as Latin-1 (the reference decodes its output the same way).
 """
