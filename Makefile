@@ -14,7 +14,7 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
 .PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
-  deploy-tools deploy-check test-dates test-fast checks
+  deploy-tools deploy-check test-dates test-fast checks buf-breaking
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -62,11 +62,20 @@ check-protos: install
 $(BUF):
 	npm install --prefix .cache/node --no-audit --no-fund --silent @bufbuild/buf@1.75.0
 
-# google/rpc/status.proto comes from the installed googleapis-common-protos (not committed).
+# protos/ imports only google/protobuf's well-known types (which buf knows): it loads on its own.
 buf-lint: install $(BUF)
-	@mkdir -p protos/third_party/google/rpc
-	@cp "$$($(PY) -c 'import google.rpc; print(list(google.rpc.__path__)[0])')/status.proto" protos/third_party/google/rpc/
 	cd protos && ../$(BUF) lint
+
+# Breaking-change check of the contract against the previous commit (BUF_AGAINST=<git ref> to
+# compare with another): the FILE rules of protos/buf.yaml. The old tree is exported with
+# git archive (older trees imported google/rpc/status.proto: it is supplied for them).
+BUF_AGAINST ?= HEAD~1
+buf-breaking: buf-lint
+	@rm -rf .cache/buf-against && mkdir -p .cache/buf-against
+	git archive "$(BUF_AGAINST)" protos | tar -x -C .cache/buf-against
+	@mkdir -p .cache/buf-against/protos/third_party/google/rpc
+	@cp "$$($(PY) -c 'import google.rpc; print(list(google.rpc.__path__)[0])')/status.proto" .cache/buf-against/protos/third_party/google/rpc/
+	cd protos && ../$(BUF) breaking --against ../.cache/buf-against/protos
 
 # Static checks both test targets run first: lint, generated files current, types, layers.
 checks: install
@@ -121,4 +130,4 @@ bench: install
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache protos/third_party
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

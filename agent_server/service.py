@@ -25,7 +25,6 @@ from importlib import metadata
 from typing import Any, NoReturn
 
 import grpc
-from google.rpc import code_pb2, status_pb2
 from pydantic import ValidationError
 
 import moria
@@ -47,11 +46,10 @@ from agent_server.backends.base import (
 )
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.base import Strategy
-from agent_server.strategies.llm import LLMStrategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
 from moria.codecs import array_from_tensor, dict_from_struct, png_bytes, struct_from_dict
 from moria.common.v1 import types_pb2
-from moria.config import AgentConfig, ClientConfig, ClientName
+from moria.config import NON_MODEL_AGENT_TYPES, AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
@@ -109,8 +107,10 @@ def _parse_config_struct(struct: Any) -> tuple[AgentConfig, ClientConfig]:
 
 
 def _uses_backend(agent: AgentConfig) -> bool:
-    """True for strategies that call a model (LLM strategies); dummy and oracle do not."""
-    return issubclass(STRATEGIES[agent.type], LLMStrategy)
+    """True for players that call a model: every type not in ``moria.config``'s
+    ``NON_MODEL_AGENT_TYPES`` (the one owner of that fact; the orchestrator schedules model-call
+    slots and ``moria prepare`` fetches weights by the same set)."""
+    return agent.type not in NON_MODEL_AGENT_TYPES
 
 
 class PolicyServicer(pol_grpc.PolicyServiceServicer):
@@ -366,9 +366,10 @@ class _PlayStream:
         try:
             decision = await self.strategy.act(turn)
         except BackendError as exc:
-            code = code_pb2.UNAVAILABLE if exc.retryable else code_pb2.FAILED_PRECONDITION
+            code = (grpc.StatusCode.UNAVAILABLE if exc.retryable
+                    else grpc.StatusCode.FAILED_PRECONDITION).value[0]
             log.warning("model call failed for good: %s", exc)
-            return pol_pb.Act(error=status_pb2.Status(code=code,
+            return pol_pb.Act(error=types_pb2.Status(code=code,
                                                       message=bounded_message(str(exc))),
                               latency_s=time.perf_counter() - started, model=self.model)
         calls = 1 if self.uses_backend else 0

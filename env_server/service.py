@@ -29,7 +29,6 @@ from importlib import metadata
 from typing import Any, NoReturn, TypeVar
 
 import grpc
-from google.rpc import code_pb2, status_pb2
 
 import moria
 from env_server.convert import (
@@ -321,8 +320,8 @@ class _Session:
         if problem:
             return env_pb.SessionResponse(step=env_pb.StepResponse(
                 next_agents=self.next_agents, step=self.steps,
-                error=status_pb2.Status(code=code_pb2.INVALID_ARGUMENT,
-                                        message=bounded_message(problem))))
+                error=types_pb2.Status(code=grpc.StatusCode.INVALID_ARGUMENT.value[0],
+                                       message=bounded_message(problem))))
         result, observations = await self.server._run(_step_game, self.game, actions,
                                                       self.steps + 1, self.obs)
         self.steps += 1

@@ -3,15 +3,14 @@
 Usage: python protos/generate.py [--check]
 
 --check generates into a temporary directory and exits 1 if anything differs from the
-committed files (the contract test runs this). Uses grpcio-tools' bundled protoc; the
-google/rpc/status.proto import is resolved from the installed googleapis-common-protos.
+committed files (the contract test runs this). Uses grpcio-tools' bundled protoc and its
+well-known types (the only imports from outside protos/).
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
-import importlib.util
 import sys
 import tempfile
 from pathlib import Path
@@ -24,13 +23,7 @@ GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 def _include_dirs() -> list[str]:
     import grpc_tools
 
-    dirs = [str(PROTO_ROOT), str(Path(grpc_tools.__file__).parent / "_proto")]
-    spec = importlib.util.find_spec("google.rpc")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("googleapis-common-protos is not installed (needed for google/rpc)")
-    google_dir = Path(next(iter(spec.submodule_search_locations))).parent
-    dirs.append(str(google_dir.parent))
-    return dirs
+    return [str(PROTO_ROOT), str(Path(grpc_tools.__file__).parent / "_proto")]
 
 
 def proto_files() -> list[Path]:

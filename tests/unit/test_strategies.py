@@ -355,3 +355,15 @@ async def test_oracle_plays_expert_action_or_default() -> None:
     assert missing.action == "go forward"
     assert "absent" in missing.reasoning
     assert missing.usage == TokenUsage()
+
+
+def test_the_model_calling_set_matches_the_strategy_classes() -> None:
+    """moria.config.NON_MODEL_AGENT_TYPES is the one list of players that call no model (the
+    policy server, the scheduler and moria prepare all read it): it must say exactly which
+    registered strategies are not LLM strategies."""
+    from agent_server.strategies import STRATEGIES
+    from agent_server.strategies.llm import LLMStrategy
+    from moria.config import NON_MODEL_AGENT_TYPES
+
+    calls_model = {name for name, cls in STRATEGIES.items() if issubclass(cls, LLMStrategy)}
+    assert set(STRATEGIES) - calls_model == set(NON_MODEL_AGENT_TYPES)

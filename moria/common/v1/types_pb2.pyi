@@ -214,3 +214,11 @@ class VersionInfo(_message.Message):
     package_version: str
     components: _containers.ScalarMap[str, str]
     def __init__(self, api_version: _Optional[str] = ..., package_version: _Optional[str] = ..., components: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Status(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,5 +1,4 @@
 from google.protobuf import struct_pb2 as _struct_pb2
-from google.rpc import status_pb2 as _status_pb2
 from moria.common.v1 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -192,8 +191,8 @@ class StepResponse(_message.Message):
     metrics: _struct_pb2.Struct
     episode_end: _types_pb2.EpisodeEnd
     step: int
-    error: _status_pb2.Status
-    def __init__(self, agents: _Optional[_Mapping[str, AgentStep]] = ..., next_agents: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episode_end: _Optional[_Union[_types_pb2.EpisodeEnd, _Mapping]] = ..., step: _Optional[int] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    error: _types_pb2.Status
+    def __init__(self, agents: _Optional[_Mapping[str, AgentStep]] = ..., next_agents: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episode_end: _Optional[_Union[_types_pb2.EpisodeEnd, _Mapping]] = ..., step: _Optional[int] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class RenderRequest(_message.Message):
     __slots__ = ("encoding",)

@@ -23,45 +23,44 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
-from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from moria.common.v1 import types_pb2 as moria_dot_common_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$moria/policy/v1/policy_service.proto\x12\x0fmoria.policy.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17google/rpc/status.proto\x1a\x1bmoria/common/v1/types.proto\"?\n\x0eGetInfoRequest\x12-\n\x0c\x63heck_config\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb9\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x12\n\nstrategies\x18\x02 \x03(\t\x12\x10\n\x08\x62\x61\x63kends\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x16\n\x0e\x61\x63tive_streams\x18\x05 \x01(\x05\x12\x15\n\rconfig_errors\x18\x06 \x03(\t\x12\x10\n\x08\x64raining\x18\x07 \x01(\x08\"\xd6\x02\n\x05\x42\x65gin\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12-\n\x0c\x61gent_config\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x10\n\x08\x65nv_name\x18\x07 \x01(\t\x12\x0c\n\x04task\x18\x08 \x01(\t\x12\x36\n\x0e\x64\x65monstrations\x18\t \x03(\x0b\x32\x1e.moria.policy.v1.Demonstration\x12\x16\n\x0erecord_prompts\x18\n \x01(\x08\x12\x31\n\x0bobservation\x18\x0b \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\x83\x01\n\rDemonstration\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x31\n\x05steps\x18\x04 \x03(\x0b\x32\".moria.policy.v1.DemonstrationStep\x12\x0e\n\x06source\x18\x05 \x01(\t\"H\n\x11\x44\x65monstrationStep\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\x85\x01\n\x07Observe\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x39\n\x12last_action_result\x18\x02 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\x12\x0c\n\x04step\x18\x03 \x01(\x03\"7\n\x03\x45nd\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\x06\n\x04Ping\"\x06\n\x04Pong\"\xba\x01\n\x0bPlayRequest\x12\'\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.BeginH\x00\x12+\n\x07observe\x18\x02 \x01(\x0b\x32\x18.moria.policy.v1.ObserveH\x00\x12#\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.moria.policy.v1.EndH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PingH\x00\x42\t\n\x07request\"k\n\x05Ready\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0eidle_timeout_s\x18\x03 \x01(\x01\x12)\n\x08protocol\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x81\x02\n\x03\x41\x63t\x12\'\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x17.moria.common.v1.Action\x12\x16\n\x0eraw_completion\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12%\n\x05usage\x18\x04 \x01(\x0b\x32\x16.moria.common.v1.Usage\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12!\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x12.google.rpc.Status\x12\x13\n\x0bstop_reason\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\x13\n\x0bprompt_json\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\"4\n\x05\x45nded\x12+\n\x0btotal_usage\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Usage\"\xb8\x01\n\x0cPlayResponse\x12\'\n\x05ready\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.ReadyH\x00\x12#\n\x03\x61\x63t\x18\x02 \x01(\x0b\x32\x14.moria.policy.v1.ActH\x00\x12\'\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x16.moria.policy.v1.EndedH\x00\x12%\n\x04pong\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PongH\x00\x42\n\n\x08response2\xa6\x01\n\rPolicyService\x12L\n\x07GetInfo\x12\x1f.moria.policy.v1.GetInfoRequest\x1a .moria.policy.v1.GetInfoResponse\x12G\n\x04Play\x12\x1c.moria.policy.v1.PlayRequest\x1a\x1d.moria.policy.v1.PlayResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$moria/policy/v1/policy_service.proto\x12\x0fmoria.policy.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"?\n\x0eGetInfoRequest\x12-\n\x0c\x63heck_config\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb9\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x12\n\nstrategies\x18\x02 \x03(\t\x12\x10\n\x08\x62\x61\x63kends\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x16\n\x0e\x61\x63tive_streams\x18\x05 \x01(\x05\x12\x15\n\rconfig_errors\x18\x06 \x03(\t\x12\x10\n\x08\x64raining\x18\x07 \x01(\x08\"\xd6\x02\n\x05\x42\x65gin\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12-\n\x0c\x61gent_config\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x10\n\x08\x65nv_name\x18\x07 \x01(\t\x12\x0c\n\x04task\x18\x08 \x01(\t\x12\x36\n\x0e\x64\x65monstrations\x18\t \x03(\x0b\x32\x1e.moria.policy.v1.Demonstration\x12\x16\n\x0erecord_prompts\x18\n \x01(\x08\x12\x31\n\x0bobservation\x18\x0b \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\x83\x01\n\rDemonstration\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x31\n\x05steps\x18\x04 \x03(\x0b\x32\".moria.policy.v1.DemonstrationStep\x12\x0e\n\x06source\x18\x05 \x01(\t\"H\n\x11\x44\x65monstrationStep\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\x85\x01\n\x07Observe\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x39\n\x12last_action_result\x18\x02 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\x12\x0c\n\x04step\x18\x03 \x01(\x03\"7\n\x03\x45nd\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\x06\n\x04Ping\"\x06\n\x04Pong\"\xba\x01\n\x0bPlayRequest\x12\'\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.BeginH\x00\x12+\n\x07observe\x18\x02 \x01(\x0b\x32\x18.moria.policy.v1.ObserveH\x00\x12#\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.moria.policy.v1.EndH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PingH\x00\x42\t\n\x07request\"k\n\x05Ready\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0eidle_timeout_s\x18\x03 \x01(\x01\x12)\n\x08protocol\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x86\x02\n\x03\x41\x63t\x12\'\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x17.moria.common.v1.Action\x12\x16\n\x0eraw_completion\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12%\n\x05usage\x18\x04 \x01(\x0b\x32\x16.moria.common.v1.Usage\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x12\x13\n\x0bstop_reason\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\x13\n\x0bprompt_json\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\"4\n\x05\x45nded\x12+\n\x0btotal_usage\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Usage\"\xb8\x01\n\x0cPlayResponse\x12\'\n\x05ready\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.ReadyH\x00\x12#\n\x03\x61\x63t\x18\x02 \x01(\x0b\x32\x14.moria.policy.v1.ActH\x00\x12\'\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x16.moria.policy.v1.EndedH\x00\x12%\n\x04pong\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PongH\x00\x42\n\n\x08response2\xa6\x01\n\rPolicyService\x12L\n\x07GetInfo\x12\x1f.moria.policy.v1.GetInfoRequest\x1a .moria.policy.v1.GetInfoResponse\x12G\n\x04Play\x12\x1c.moria.policy.v1.PlayRequest\x1a\x1d.moria.policy.v1.PlayResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'moria.policy.v1.policy_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETINFOREQUEST']._serialized_start=141
-  _globals['_GETINFOREQUEST']._serialized_end=204
-  _globals['_GETINFORESPONSE']._serialized_start=207
-  _globals['_GETINFORESPONSE']._serialized_end=392
-  _globals['_BEGIN']._serialized_start=395
-  _globals['_BEGIN']._serialized_end=737
-  _globals['_DEMONSTRATION']._serialized_start=740
-  _globals['_DEMONSTRATION']._serialized_end=871
-  _globals['_DEMONSTRATIONSTEP']._serialized_start=873
-  _globals['_DEMONSTRATIONSTEP']._serialized_end=945
-  _globals['_OBSERVE']._serialized_start=948
-  _globals['_OBSERVE']._serialized_end=1081
-  _globals['_END']._serialized_start=1083
-  _globals['_END']._serialized_end=1138
-  _globals['_PING']._serialized_start=1140
-  _globals['_PING']._serialized_end=1146
-  _globals['_PONG']._serialized_start=1148
-  _globals['_PONG']._serialized_end=1154
-  _globals['_PLAYREQUEST']._serialized_start=1157
-  _globals['_PLAYREQUEST']._serialized_end=1343
-  _globals['_READY']._serialized_start=1345
-  _globals['_READY']._serialized_end=1452
-  _globals['_ACT']._serialized_start=1455
-  _globals['_ACT']._serialized_end=1712
-  _globals['_ENDED']._serialized_start=1714
-  _globals['_ENDED']._serialized_end=1766
-  _globals['_PLAYRESPONSE']._serialized_start=1769
-  _globals['_PLAYRESPONSE']._serialized_end=1953
-  _globals['_POLICYSERVICE']._serialized_start=1956
-  _globals['_POLICYSERVICE']._serialized_end=2122
+  _globals['_GETINFOREQUEST']._serialized_start=116
+  _globals['_GETINFOREQUEST']._serialized_end=179
+  _globals['_GETINFORESPONSE']._serialized_start=182
+  _globals['_GETINFORESPONSE']._serialized_end=367
+  _globals['_BEGIN']._serialized_start=370
+  _globals['_BEGIN']._serialized_end=712
+  _globals['_DEMONSTRATION']._serialized_start=715
+  _globals['_DEMONSTRATION']._serialized_end=846
+  _globals['_DEMONSTRATIONSTEP']._serialized_start=848
+  _globals['_DEMONSTRATIONSTEP']._serialized_end=920
+  _globals['_OBSERVE']._serialized_start=923
+  _globals['_OBSERVE']._serialized_end=1056
+  _globals['_END']._serialized_start=1058
+  _globals['_END']._serialized_end=1113
+  _globals['_PING']._serialized_start=1115
+  _globals['_PING']._serialized_end=1121
+  _globals['_PONG']._serialized_start=1123
+  _globals['_PONG']._serialized_end=1129
+  _globals['_PLAYREQUEST']._serialized_start=1132
+  _globals['_PLAYREQUEST']._serialized_end=1318
+  _globals['_READY']._serialized_start=1320
+  _globals['_READY']._serialized_end=1427
+  _globals['_ACT']._serialized_start=1430
+  _globals['_ACT']._serialized_end=1692
+  _globals['_ENDED']._serialized_start=1694
+  _globals['_ENDED']._serialized_end=1746
+  _globals['_PLAYRESPONSE']._serialized_start=1749
+  _globals['_PLAYRESPONSE']._serialized_end=1933
+  _globals['_POLICYSERVICE']._serialized_start=1936
+  _globals['_POLICYSERVICE']._serialized_end=2102
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,4 @@
 from google.protobuf import struct_pb2 as _struct_pb2
-from google.rpc import status_pb2 as _status_pb2
 from moria.common.v1 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -148,12 +147,12 @@ class Act(_message.Message):
     reasoning: str
     usage: _types_pb2.Usage
     latency_s: float
-    error: _status_pb2.Status
+    error: _types_pb2.Status
     stop_reason: str
     attempts: int
     prompt_json: str
     model: str
-    def __init__(self, action: _Optional[_Union[_types_pb2.Action, _Mapping]] = ..., raw_completion: _Optional[str] = ..., reasoning: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., latency_s: _Optional[float] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., stop_reason: _Optional[str] = ..., attempts: _Optional[int] = ..., prompt_json: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    def __init__(self, action: _Optional[_Union[_types_pb2.Action, _Mapping]] = ..., raw_completion: _Optional[str] = ..., reasoning: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., latency_s: _Optional[float] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., stop_reason: _Optional[str] = ..., attempts: _Optional[int] = ..., prompt_json: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class Ended(_message.Message):
     __slots__ = ("total_usage",)
