@@ -38,6 +38,8 @@ from typing import Any
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from moria.quoting import quote
+
 log = logging.getLogger("moria.security")
 
 #: The gRPC service probes may call without a token.
@@ -97,9 +99,10 @@ def read_pem(path: str | os.PathLike[str], what: str) -> bytes:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise SecurityConfigError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+        raise SecurityConfigError(f"cannot read {what} {quote(str(path), 200)}: "
+                                  f"{exc.strerror}") from None
     if b"-----BEGIN" not in data:
-        raise SecurityConfigError(f"{what} {str(path)!r} is not a PEM file")
+        raise SecurityConfigError(f"{what} {quote(str(path), 200)} is not a PEM file")
     return data
 
 

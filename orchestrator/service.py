@@ -72,7 +72,7 @@ from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.quoting import quote
-from moria.server import Drain
+from moria.server import Drain, bounded_message
 from orchestrator.records import SCORED_END_REASONS
 from orchestrator.results import completed_keys
 from orchestrator.run_events import (
@@ -476,7 +476,10 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         self._update_gauge()
 
     def _finish(self, entry: RunEntry, state: str, *, error: str = "", **payload: Any) -> None:
-        """Record a final state, then its event (``completed``/``failed``/``cancelled``)."""
+        """Record a final state, then its event (``completed``/``failed``/``cancelled``). The
+        error is bounded (``moria.server.bounded_message``): it comes from input (a path in the
+        spec, a provider's message) and travels in ``Run.error`` and every event."""
+        error = bounded_message(error) if error else ""
         entry.error = error
         self._set_state(entry, state)
         self._log(entry, FINAL_EVENT[state], **({"error": error} if error else {}), **payload)

@@ -195,3 +195,14 @@ def test_run_spec_endpoints_take_tls_and_a_token_variable_name() -> None:
         load_spec(None, ["endpoints.token_env=sk-test SECRET"])
     with pytest.raises(SpecError, match="client_cert and client_key"):
         load_spec(None, ["endpoints.tls.client_cert=/pki/c.pem"])
+
+
+def test_an_unreadable_huge_path_gives_a_bounded_error() -> None:
+    # found by tests/fuzz/test_orchestrator_submit_fuzz.py: a 56 KB tls.ca_cert made a 56 KB
+    # run error
+    from moria.security import SecurityConfigError, read_pem
+
+    with pytest.raises(SecurityConfigError) as caught:
+        read_pem("a" * 60_000, "tls.ca_cert")
+    assert len(str(caught.value)) < 400
+    assert str(caught.value).startswith("cannot read tls.ca_cert 'aaaa")
