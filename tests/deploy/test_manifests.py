@@ -96,15 +96,26 @@ def test_each_image_installs_only_its_extra_and_bakes_its_data(
         assert "moria prepare" not in runs
 
 
-def test_env_images_serve_their_families() -> None:
-    from env_server.families import FAMILIES  # the registry of family names
+def _containerised() -> set[str]:
+    """The families whose manifest names a container image (a family without one, such as
+    ``nim``, runs only on env servers started by hand)."""
+    from moria.families import families
 
-    served: set[str] = set()
+    return {name for name, manifest in families().items() if manifest.image}
+
+
+def test_env_images_serve_their_families() -> None:
+    from moria.families import families
+
+    served: dict[str, str] = {}
     for image in dockerfiles.ENV_IMAGES:
         df = dockerfiles.load(image)
         assert df.entrypoint == ["moria", "serve", "env"]
-        served |= set(dockerfiles.flag(df.command, "--families").split(","))
-    assert served == set(FAMILIES)
+        for family in dockerfiles.flag(df.command, "--families").split(","):
+            served[family] = image
+    assert set(served) == _containerised()
+    # each family is served by the image its manifest names
+    assert {f: families()[f].image for f in served} == served
 
 
 # ------------------------------------------------------------------ Compose
@@ -164,10 +175,8 @@ def test_compose_env_network_is_internal_and_only_the_orchestrator_joins_it(
 
 
 def test_compose_run_spec_loads_and_targets_compose_services(compose: dict[str, Any]) -> None:
-    from env_server.families import FAMILIES
-
     spec = load_spec(DEPLOY / "run.yaml")
-    assert set(spec.endpoints.env) == set(FAMILIES)
+    assert set(spec.endpoints.env) == _containerised()
     services = compose["services"]
     for target in [t for ts in spec.endpoints.env.values() for t in ts] + spec.endpoints.policy:
         host, port = target.removeprefix("dns:///").rsplit(":", 1)
@@ -318,13 +327,11 @@ def test_services_headless_hpa_and_network_policies(rendered: list[dict[str, Any
 
 def test_k8s_run_spec_loads_and_targets_rendered_services(
         rendered: list[dict[str, Any]], tmp_path: Path) -> None:
-    from env_server.families import FAMILIES
-
     cm = next(d for d in rendered if d["kind"] == "ConfigMap"
               and d["metadata"]["name"] == "moria-run-spec")
     (tmp_path / "run.yaml").write_text(cm["data"]["run.yaml"])
     spec = load_spec(tmp_path / "run.yaml")
-    assert set(spec.endpoints.env) == set(FAMILIES)
+    assert set(spec.endpoints.env) == _containerised()
     services = {d["metadata"]["name"]: d["spec"] for d in rendered if d["kind"] == "Service"}
     targets = [t for ts in spec.endpoints.env.values() for t in ts] + spec.endpoints.policy
     for target in targets:
