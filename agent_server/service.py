@@ -47,12 +47,13 @@ from agent_server.backends.base import (
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.base import Strategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
-from moria.codecs import array_from_tensor, dict_from_struct, png_bytes, struct_from_dict
+from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
 from moria.config import NON_MODEL_AGENT_TYPES, AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
+from moria.prompting import protocol_message
 from moria.quoting import quote, quote_names
 from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
 
@@ -330,7 +331,7 @@ class _PlayStream:
         self.strategy_name = agent.type
         return pol_pb.PlayResponse(ready=pol_pb.Ready(
             strategy=agent.type, model=self.model, idle_timeout_s=self.server.idle_timeout_s,
-            protocol=struct_from_dict(self.strategy.protocol())))
+            protocol=protocol_message(self.strategy.protocol())))
 
     async def _turns(self) -> None:
         while True:

@@ -40,6 +40,7 @@ from moria.common.v1 import types_pb2
 from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES, policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from moria.prompting import protocol_dict
 from orchestrator.accounting import add_usage
 from orchestrator.balrog import BALROG_TEXT_ENVS
 from orchestrator.demos import MissingDemonstrationsError, evaluation_seeds, load_demonstrations
@@ -518,7 +519,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                                    f"{exc}") from None
         seats[-1].label = player_label(ready.strategy, ready.model)
         seats[-1].idle_timeout_s = ready.idle_timeout_s
-        seats[-1].protocol = dict_from_struct(ready.protocol)
+        seats[-1].protocol = protocol_dict(ready.protocol)
 
 
 def player_label(strategy: str, model: str) -> str:

@@ -271,3 +271,17 @@ async def test_few_shot_shows_the_episodes_demonstrations_through_balrogs_agent(
                           "STANDIN-DEMO-OBS:\nthe key", "pick up"]
     assert texts[6:8] == ["STANDIN demo 1 end", "STANDIN your turn"]
     assert "a door ahead" in texts[-1]
+
+
+def test_the_protocol_travels_as_a_typed_message_and_comes_back_equal() -> None:
+    from moria.prompting import protocol_dict, protocol_message
+
+    strategy = BalrogProtocolStrategy(_ctx({"type": "naive"}), ScriptedBackend([]))
+    record = strategy.protocol()
+    back = protocol_dict(protocol_message(record))
+    assert back == record
+    assert back["generation"] == {"temperature": 0.5, "max_tokens": 321}
+    assert isinstance(back["generation"]["max_tokens"], int)
+    moria = {"name": "moria", "instruction_sha256": "ab",
+             "generation": {"temperature": None, "max_tokens": 9}}
+    assert protocol_dict(protocol_message(moria)) == moria

@@ -127,8 +127,34 @@ class Ready(_message.Message):
     strategy: str
     model: str
     idle_timeout_s: float
-    protocol: _struct_pb2.Struct
-    def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ..., idle_timeout_s: _Optional[float] = ..., protocol: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    protocol: Protocol
+    def __init__(self, strategy: _Optional[str] = ..., model: _Optional[str] = ..., idle_timeout_s: _Optional[float] = ..., protocol: _Optional[_Union[Protocol, _Mapping]] = ...) -> None: ...
+
+class Protocol(_message.Message):
+    __slots__ = ("name", "instruction_sha256", "generation", "balrog_commit", "balrog_source", "feedback_statement", "set_aside")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_SHA256_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    BALROG_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    BALROG_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_STATEMENT_FIELD_NUMBER: _ClassVar[int]
+    SET_ASIDE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    instruction_sha256: str
+    generation: Generation
+    balrog_commit: str
+    balrog_source: str
+    feedback_statement: bool
+    set_aside: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., instruction_sha256: _Optional[str] = ..., generation: _Optional[_Union[Generation, _Mapping]] = ..., balrog_commit: _Optional[str] = ..., balrog_source: _Optional[str] = ..., feedback_statement: _Optional[bool] = ..., set_aside: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Generation(_message.Message):
+    __slots__ = ("temperature", "max_tokens")
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    temperature: float
+    max_tokens: int
+    def __init__(self, temperature: _Optional[float] = ..., max_tokens: _Optional[int] = ...) -> None: ...
 
 class Act(_message.Message):
     __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error", "stop_reason", "attempts", "prompt_json", "model")
