@@ -88,9 +88,10 @@ checks: install
 test: checks
 	$(VENV)/bin/pytest -q -ra
 
-# The quick tier: static checks, then the unit, contract and family-conformance tests.
+# The quick tier: static checks, then the unit, contract and family-conformance tests, spread
+# over the machine's cores (pytest-xdist).
 test-fast: checks
-	$(VENV)/bin/pytest -q -ra tests/unit tests/contract tests/conformance
+	$(VENV)/bin/pytest -q -ra -n auto tests/unit tests/contract tests/conformance
 
 # The tests that play NetHack/MiniHack, run under libfaketime (Debian's faketime package) at
 # dates on which NetHack changes the game: a full moon, a new moon (phase_of_the_moon() 4 and 0)

@@ -24,6 +24,7 @@ from typing import Any
 
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
 from env_server.options import pop_choice, reject_unknown, step_limit
+from env_server.turn_based import TurnBasedGame, check_players
 
 #: the two agent ids, first mover first
 AGENTS: tuple[str, str] = ("player_0", "player_1")
@@ -67,23 +68,14 @@ class NimFamily(Family):
         if options.oracle:
             raise GameOptionError("oracle: the nim family has no expert player; "
                                   "open the game with oracle=false")
-        _check_players(task, options)
+        check_players(task, AGENTS, options)
         kwargs: dict[str, Any] = dict(options.kwargs)
         progression_agent = pop_choice(kwargs, "progression_agent", AGENTS[0], AGENTS)
         reject_unknown(kwargs, task, OPTIONS)
         limit = step_limit(options, DEFAULT_MAX_STEPS)
 
-        from env_server.families.nim.game import NimGame
+        from env_server.families.nim.game import NimBoard
 
-        return NimGame(task, TASKS[task], AGENTS, options, max_steps=limit,
-                       progression_agent=progression_agent)
+        return TurnBasedGame(NimBoard(task, TASKS[task], AGENTS), options, max_steps=limit,
+                             progression_agent=progression_agent)
 
-
-def _check_players(task: str, options: GameOptions) -> None:
-    ids = [p.agent_id for p in options.players]
-    bad = [a for a in ids if a not in AGENTS]
-    if bad:
-        raise GameOptionError(f"players: {task} has agents {', '.join(AGENTS)}; "
-                              f"got {', '.join(repr(b) for b in bad)}")
-    if len(set(ids)) != len(ids):
-        raise GameOptionError(f"players: an agent id is given twice: {ids}")

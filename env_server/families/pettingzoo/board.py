@@ -3,8 +3,9 @@
 A ``BoardGame`` wraps one PettingZoo classic ``raw_env`` (an AEC env, always built with
 ``render_mode="rgb_array"``) and knows everything game specific: the agent ids, the move names
 and how they map to the env's action indices, the text board, the instruction, and how the game
-ended. The driver (``game.PettingZooGame``) knows nothing of chess or Go; it only asks the
-adapter.
+ended. The driver (``env_server.turn_based.TurnBasedGame``, which ``game.PettingZooGame``
+names) knows nothing of chess or Go; it only asks the adapter, through the ``Board`` interface
+this class implements for PettingZoo envs.
 
 Conventions shared by every adapter:
 - an *action index* is the env's own index (the position in its ``action_mask``);
@@ -15,15 +16,15 @@ Conventions shared by every adapter:
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
 
-from env_server.game import ActionInfo
+from env_server.turn_based import Board
 
 
-class BoardGame(ABC):
+class BoardGame(Board):
     """One PettingZoo classic game (an AEC env plus its text and notation).
 
     Subclasses set ``task``, ``title``, ``agents`` and ``default_max_steps`` and implement the
@@ -31,10 +32,7 @@ class BoardGame(ABC):
     anything else.
     """
 
-    task: str = ""
-    title: str = ""
-    #: the PettingZoo agent ids, in seat order (the first one moves first)
-    agents: tuple[str, ...] = ()
+    rng_prefix = "pettingzoo"
     #: plies after which the driver truncates the episode (a draw)
     default_max_steps: int = 0
 
@@ -87,50 +85,23 @@ class BoardGame(ABC):
             self._cache["legal"] = [int(i) for i in np.flatnonzero(mask)]
         return list(self._cache["legal"])
 
-    # -- notation --------------------------------------------------------------------------
-
-    @abstractmethod
-    def static_actions(self) -> list[ActionInfo]:
-        """The fixed action list in env index order (empty where move names depend on the
-        position, as in chess)."""
-
-    @abstractmethod
-    def legal_moves(self) -> list[tuple[int, str]]:
-        """``(index, name)`` of every legal move of the player to move, ascending index."""
-
-    @abstractmethod
-    def resolve(self, text: str) -> int | None:
-        """The action index a submitted text names, if it is a legal move now; else None."""
-
-    def legal_labels(self) -> list[str]:
-        """The legal moves as shown in the short-term text (chess: ``uci (SAN)``)."""
-        return [name for _, name in self.legal_moves()]
-
-    def move_label(self, index: int) -> str:
-        """How a move is shown in texts (before it is played); chess adds SAN."""
-        return dict(self.legal_moves()).get(index, str(index))
-
-    # -- text ------------------------------------------------------------------------------
+    # -- notation and text (the rest of the interface is ``Board``'s) ----------------------
 
     @abstractmethod
     def side(self, agent: str) -> str:
         """The agent's side as players say it ("White", "X", "Black stones (X)")."""
 
     @abstractmethod
-    def board_text(self, agent: str) -> str:
-        """The board as text, with coordinates and a legend, seen by ``agent``."""
-
-    @abstractmethod
     def rules(self) -> str:
         """A short rules summary and the move notation (for the instruction)."""
 
-    def end_detail(self) -> str:
-        """How the game ended, in words (after termination); "" when there is nothing to add."""
-        return ""
+    def rule_sections(self) -> list[str]:
+        """The instruction's rules paragraph."""
+        return [f"Rules and notation:\n{self.rules()}"]
 
-    def score(self) -> float | None:
-        """A final score where the game has one (Go's area score); else None."""
-        return None
+    def agent_info(self, agent: str) -> dict[str, Any]:
+        """The agent's ``side`` and the board's extras (``info``)."""
+        return {"side": self.side(agent), **self.info()}
 
     def info(self) -> dict[str, Any]:
         """Extra JSON-able facts for the observation's info (chess: the FEN)."""

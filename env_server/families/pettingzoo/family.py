@@ -26,6 +26,7 @@ from typing import Any
 
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
 from env_server.options import pop_int, reject_unknown, step_limit
+from env_server.turn_based import check_players
 
 #: task -> (agent ids, default ply limit, description); Go's limit is for the default 9x9
 TASKS: dict[str, tuple[tuple[str, ...], int, str]] = {
@@ -75,7 +76,7 @@ class PettingZooFamily(Family):
         if options.oracle:
             raise GameOptionError("oracle: the PettingZoo games have no expert player; "
                                   "open the game with oracle=false")
-        _check_players(task, agents, options)
+        check_players(task, agents, options)
         kwargs: dict[str, Any] = dict(options.kwargs)
         progression_agent = kwargs.pop("progression_agent", agents[0])
         if progression_agent not in agents:
@@ -88,16 +89,6 @@ class PettingZooFamily(Family):
         limit = step_limit(options, board.default_max_steps)
         return PettingZooGame(board, options, max_steps=limit,
                               progression_agent=str(progression_agent))
-
-
-def _check_players(task: str, agents: tuple[str, ...], options: GameOptions) -> None:
-    ids = [p.agent_id for p in options.players]
-    bad = [a for a in ids if a not in agents]
-    if bad:
-        raise GameOptionError(f"players: {task} has agents {', '.join(agents)}; "
-                              f"got {', '.join(repr(b) for b in bad)}")
-    if len(set(ids)) != len(ids):
-        raise GameOptionError(f"players: an agent id is given twice: {ids}")
 
 
 def _make_board(task: str, kwargs: dict[str, Any]) -> Any:
