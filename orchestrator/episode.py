@@ -39,6 +39,7 @@ from moria.codecs import dict_from_struct, struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES, policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.observations import observation_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.prompting import protocol_dict
 from orchestrator.accounting import add_usage
@@ -550,12 +551,6 @@ async def _finish(session: EnvSession, seats: list[Seat], end_reason: str,
             await seat.stream.end(end)
     with contextlib.suppress(Exception):
         await session.close()
-
-
-def observation_text(obs: types_pb2.Observation) -> str:
-    long_term = obs.text.get("long_term_context", "")
-    short_term = obs.text.get("short_term_context", "")
-    return f"{long_term}\n{short_term}".strip("\n") if short_term else long_term
 
 
 def _account(total: Counter[str], by_model: dict[str, dict[str, float]], act: pol_pb.Act,

@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from moria.observations import observation_text
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
@@ -399,14 +401,6 @@ def _hint(hint: object, names: list[str]) -> str:
     if isinstance(hint, int):
         return names[hint] if 0 <= hint < len(names) else ""
     return hint.strip() if isinstance(hint, str) else ""
-
-
-def observation_text(observation: Any) -> str:
-    """A demo step's observation text: the long-term context, then the short-term context
-    (as ``DemonstrationStep.observation`` documents)."""
-    long_term = observation.text.get("long_term_context", "")
-    short_term = observation.text.get("short_term_context", "")
-    return "\n".join(part for part in (long_term, short_term) if part)
 
 
 def _print_outcomes(outcomes: list[TaskOutcome], out: Path, console: Console) -> None:
