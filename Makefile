@@ -73,8 +73,10 @@ BUF_AGAINST ?= HEAD~1
 buf-breaking: buf-lint
 	@rm -rf .cache/buf-against && mkdir -p .cache/buf-against
 	git archive "$(BUF_AGAINST)" protos | tar -x -C .cache/buf-against
-	@mkdir -p .cache/buf-against/protos/third_party/google/rpc
-	@cp "$$($(PY) -c 'import google.rpc; print(list(google.rpc.__path__)[0])')/status.proto" .cache/buf-against/protos/third_party/google/rpc/
+	@if grep -rqs 'import "google/rpc/status.proto"' .cache/buf-against/protos/moria; then \
+	  mkdir -p .cache/buf-against/protos/third_party/google/rpc && \
+	  cp "$$($(PY) -c 'import google.rpc; print(list(google.rpc.__path__)[0])')/status.proto" \
+	    .cache/buf-against/protos/third_party/google/rpc/; fi
 	cd protos && ../$(BUF) breaking --against ../.cache/buf-against/protos
 
 # Static checks both test targets run first: lint, generated files current, types, layers.
