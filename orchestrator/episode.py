@@ -349,6 +349,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     metrics = driver.metrics
     progression = 0.0 if late else float(metrics.get("progression", 0.0))
     usage = kept.usage
+    # reads the saved protocol-check file under protocol=balrog: off the event loop
+    protocol = await asyncio.to_thread(protocol_record, driver.seats)
     return EpisodeRecord(
         run_id=plan.run_id, env=plan.env, task=plan.task, episode_index=plan.episode_index,
         seed=plan.seed, end_reason=end_reason,
@@ -362,7 +364,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         reasoning_tokens=usage["reasoning_tokens"], usage_by_model=kept.by_model,
         prompts=kept.prompts, agent_config=spec.agent.model_dump(mode="json"),
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
-        players=_seat_records(spec, driver.seats), protocol=protocol_record(driver.seats),
+        players=_seat_records(spec, driver.seats), protocol=protocol,
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
         wall_time_s=time.perf_counter() - started, steps=kept.steps)
 
