@@ -84,6 +84,7 @@ checks: install
 	$(VENV)/bin/ruff check .
 	$(PY) protos/generate.py --check
 	$(PY) -m env_server.families --check
+	$(PY) -m agent_server.strategies --check
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -44,12 +44,12 @@ from agent_server.backends.base import (
     PromptCapped,
     TokenUsage,
 )
-from agent_server.strategies import STRATEGIES, create_strategy
+from agent_server.strategies import STRATEGIES, create_strategy, registry_facts
 from agent_server.strategies.base import Strategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
 from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
-from moria.config import NON_MODEL_AGENT_TYPES, AgentConfig, ClientConfig, ClientName
+from moria.config import AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
@@ -108,10 +108,12 @@ def _parse_config_struct(struct: Any) -> tuple[AgentConfig, ClientConfig]:
 
 
 def _uses_backend(agent: AgentConfig) -> bool:
-    """True for players that call a model: every type not in ``moria.config``'s
-    ``NON_MODEL_AGENT_TYPES`` (the one owner of that fact; the orchestrator schedules model-call
-    slots and ``moria prepare`` fetches weights by the same set)."""
-    return agent.type not in NON_MODEL_AGENT_TYPES
+    """True for players that call a model: the strategy class's ``calls_model`` (the one owner
+    of that fact; the orchestrator schedules model-call slots and ``moria prepare`` fetches
+    weights by the same facts, read from the generated ``moria/strategies.json``). An
+    unregistered type counts as calling one (``create_strategy`` refuses it anyway)."""
+    cls = STRATEGIES.get(agent.type)
+    return cls is None or cls.calls_model
 
 
 class PolicyServicer(pol_grpc.PolicyServiceServicer):
@@ -184,7 +186,12 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
             version=types_pb2.VersionInfo(api_version=moria.API_VERSION,
                                           package_version=moria.__version__,
                                           components=components),
-            strategies=sorted(STRATEGIES), backends=list(BACKEND_NAMES),
+            strategies=sorted(STRATEGIES),
+            strategy_info=[pol_pb.StrategyInfo(name=f.name, calls_model=f.calls_model,
+                                               reads_tensors=f.reads_tensors,
+                                               keeps_images=f.keeps_images)
+                           for f in registry_facts()],
+            backends=list(BACKEND_NAMES),
             capacity=self.capacity, active_streams=self.active, config_errors=errors,
             draining=self.drain.draining)
 

@@ -89,7 +89,7 @@ async def _session_worker(target: str, family_name: str, task: str, steps: int,
 async def server_steps_per_s(family_name: str, task: str, steps: int, sessions: int,
                              seeds: Sequence[int] = (0, 1, 2, 3)) -> float:
     """Through an Env server process hosting ``family_name``, ``sessions`` at once."""
-    from orchestrator.stack import LocalStack
+    from orchestrator.core.stack import LocalStack
 
     oracle = _free_text(family_name, task, seeds[0])
     with tempfile.TemporaryDirectory() as logs:

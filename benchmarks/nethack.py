@@ -116,7 +116,7 @@ async def memory_and_capacity(per_session_sample: int = 16) -> dict[str, Any]:
 
     from moria.clients import EnvClient
     from moria.env.v1 import env_service_pb2 as env_pb
-    from orchestrator.stack import LocalStack
+    from orchestrator.core.stack import LocalStack
 
     with tempfile.TemporaryDirectory() as logs:
         # env_capacity=None: the server's own default

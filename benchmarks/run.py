@@ -88,7 +88,7 @@ async def _remote_worker(target: str, steps_wanted: int, first_seed: int) -> int
 async def remote_steps_per_s(total_steps: int, sessions: int) -> float:
     """Steps/s through a real Env server process (unix socket) with ``sessions`` concurrent
     sessions driven from this process."""
-    from orchestrator.stack import LocalStack
+    from orchestrator.core.stack import LocalStack
 
     with tempfile.TemporaryDirectory() as logs:
         async with LocalStack(["babyai"], Path(logs), with_agent=False) as stack:
@@ -102,9 +102,9 @@ async def remote_steps_per_s(total_steps: int, sessions: int) -> float:
 
 async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]:
     """Wall time of ``episodes`` concurrent episodes against a fixed-latency chat server."""
-    from orchestrator.episode import EpisodePlan, run_episode
-    from orchestrator.spec import load_spec
-    from orchestrator.stack import LocalStack
+    from orchestrator.core.episode import EpisodePlan, run_episode
+    from orchestrator.plan.spec import load_spec
+    from orchestrator.core.stack import LocalStack
 
     fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
                              "--latency", str(latency_s), "--reply", "turn left"],

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from moria.strategies import strategy_facts
+
 #: Strategy names accepted by ``agent.type``.
 AgentType = Literal[
     "naive", "cot", "robust_naive", "robust_cot", "few_shot", "plan_action", "dummy", "oracle",
@@ -24,13 +26,17 @@ AgentType = Literal[
 #: The agent types BALROG itself has (those ``agent.protocol=balrog`` can play).
 BALROG_AGENT_TYPES: tuple[str, ...] = ("naive", "cot", "robust_naive", "robust_cot", "few_shot")
 
-#: Player types that call no model: their turns do not take a model-call slot.
+#: Player types that call no model: their turns do not take a model-call slot. The owner of
+#: this fact is each strategy class (``calls_model``), read here from the generated
+#: ``moria/strategies.json`` (``moria.strategies``; ``python -m agent_server.strategies``).
 NON_MODEL_AGENT_TYPES: frozenset[str] = frozenset(
-    {"dummy", "random", "oracle", "scripted", "rl", "human"})
+    name for name, facts in strategy_facts().items() if not facts.calls_model)
 
 #: Player types that read the env's tensor observation (``Observation.tensors``): sessions
-#: with such a seat are opened with ``include_tensors``.
-TENSOR_AGENT_TYPES: frozenset[str] = frozenset({"scripted", "rl"})
+#: with such a seat are opened with ``include_tensors``. Owned by the strategy classes
+#: (``reads_tensors``), read from ``moria/strategies.json`` like ``NON_MODEL_AGENT_TYPES``.
+TENSOR_AGENT_TYPES: frozenset[str] = frozenset(
+    name for name, facts in strategy_facts().items() if facts.reads_tensors)
 
 #: Backend names accepted by ``client.client_name`` (after ``CLIENT_ALIASES``).
 ClientName = Literal["local", "openai", "openrouter", "anthropic", "gemini", "vllm", "llamacpp"]

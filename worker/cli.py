@@ -6,7 +6,7 @@ agent servers as child processes, logs under ``<telemetry-dir>/logs/<run_id>/``)
 ``--agent-type human`` the worker's player runs on an in-process policy server whose human
 console is fed by the interactive protocol.
 
-The run's outcome is decided by ``orchestrator.outcome`` over the worker's episode records:
+The run's outcome is decided by ``orchestrator.report.outcome`` over the worker's episode records:
 exit 0 when every episode was scored (ended ``terminated`` or ``truncated``), 1 when any
 failed (``agent_error``; ``env_error`` when a server failed under it; an autonomous run's
 episodes never played), printing the count and the first distinct errors; 2 for bad settings,
@@ -39,11 +39,11 @@ from moria.clients import PolicyClient, StreamClosedError, close_channels
 from moria.config import API_KEY_ENV, CLIENT_ALIASES, NON_MODEL_AGENT_TYPES, policy_config_dict
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.server import Drain, MoriaServer
-from orchestrator.episode import EpisodeSetupError, InfrastructureFault, PlayerSetupError
-from orchestrator.outcome import RunVerdict
-from orchestrator.records import EpisodeRecord
-from orchestrator.spec import TasksConfig
-from orchestrator.stack import LocalStack, StackError
+from orchestrator.core.episode import EpisodeSetupError, InfrastructureFault, PlayerSetupError
+from orchestrator.core.stack import LocalStack, StackError
+from orchestrator.plan.spec import TasksConfig
+from orchestrator.report.outcome import RunVerdict
+from orchestrator.store.records import EpisodeRecord
 from worker.config import WorkerConfigError, WorkerSettings, load_settings
 from worker.human import QueueConsole
 from worker.protocol import JsonLineWriter, Protocol, serve, stdin_lines

@@ -19,7 +19,7 @@ from typing import IO, Any
 import grpc
 
 from moria.clients import StreamClosedError
-from orchestrator.telemetry import dumps
+from orchestrator.store.telemetry import dumps
 from worker.selector import ActionSelector
 from worker.session import CommandError, GameSession
 

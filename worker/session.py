@@ -6,8 +6,8 @@ players. A ``step`` plays the worker's turn, then the opponents' turns until it 
 turn again (or the episode ends), so each ``step`` command is exactly one move of the worker's
 player. Every agent turn is written to the steps telemetry; the episode record counts the
 worker's player (reward, model calls, tokens). Every finished episode is also kept as an
-``orchestrator.records.EpisodeRecord`` (``GameSession.records``), from which
-``GameSession.verdict`` decides the run's outcome (``orchestrator.outcome``).
+``orchestrator.store.records.EpisodeRecord`` (``GameSession.records``), from which
+``GameSession.verdict`` decides the run's outcome (``orchestrator.report.outcome``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from moria.clients import EnvClient
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
-from orchestrator.episode import (
+from orchestrator.core.episode import (
     EpisodeDriver,
     EpisodePlan,
     EpisodeSetupError,
@@ -33,9 +33,9 @@ from orchestrator.episode import (
     observation_text,
     rehearse_start,
 )
-from orchestrator.outcome import RunVerdict, verdict
-from orchestrator.records import EpisodeRecord
-from orchestrator.spec import EnvsConfig, EvalConfig, PlayerConfig, RunSpec
+from orchestrator.plan.spec import EnvsConfig, EvalConfig, PlayerConfig, RunSpec
+from orchestrator.report.outcome import RunVerdict, verdict
+from orchestrator.store.records import EpisodeRecord
 from worker.config import WorkerSettings
 from worker.human import QueueConsole
 from worker.telemetry import WorkerTelemetry, episode_id
@@ -88,7 +88,7 @@ def render_payload(image: types_pb2.Image) -> dict[str, Any]:
 
 class GameSession:
     """Plays episodes of ``settings.family``/``task`` with the worker's player on ``agent_id``,
-    one ``orchestrator.episode.EpisodeDriver`` per episode (the loop ``moria eval`` runs).
+    one ``orchestrator.core.episode.EpisodeDriver`` per episode (the loop ``moria eval`` runs).
 
     ``console``: the human console fed by ``step(move)`` (``--agent-type human`` only).
     Raises CommandError (bad order of commands, missing move, a server that fails),
@@ -385,7 +385,7 @@ async def rehearse(settings: WorkerSettings, task: str, agent_id: str, targets: 
     checkpoint trained for another task, frames for a model that takes no images, a scripted
     bot for another game) is refused here, before the first episode.
 
-    Raises ``orchestrator.episode.PlayerSetupError`` (a policy refuses its seat; the message
+    Raises ``orchestrator.core.episode.PlayerSetupError`` (a policy refuses its seat; the message
     names the seat), ``EpisodeSetupError`` (the env refuses the options) or
     ``InfrastructureFault`` (a server is lost, or no answer within ``eval.step_timeout_s``).
     """

@@ -7,7 +7,7 @@ Files (under ``--telemetry-dir``; none with ``--no-jsonl``):
 - ``<run_id>_events.jsonl``: lifecycle events (``event`` = run_started, run_completed,
   run_failed, run_cancelled, heartbeat).
 
-Every line is scrubbed of secrets (``orchestrator.telemetry.dumps``) and written with one
+Every line is scrubbed of secrets (``orchestrator.store.telemetry.dumps``) and written with one
 ``write`` call followed by ``flush``.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.telemetry import JsonlAppender, RunFiles, dumps, utc_now_iso
+from orchestrator.store.telemetry import JsonlAppender, RunFiles, dumps, utc_now_iso
 
 #: Fields of a step line, in order.
 STEP_FIELDS: tuple[str, ...] = (

@@ -88,6 +88,9 @@ class BalrogProtocolStrategy(Strategy):
     """
 
     name: ClassVar[str] = "balrog"
+    calls_model = True
+    reads_tensors = False
+    keeps_images = True
 
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         if backend is None:

@@ -19,6 +19,7 @@ from agent_server.strategies.rl import RLStrategy
 from agent_server.strategies.robust import RobustCotStrategy, RobustNaiveStrategy
 from agent_server.strategies.scripted import ScriptedStrategy
 from agent_server.turn import EpisodeContext
+from moria.strategies import StrategyFacts
 
 #: ``agent.type`` -> strategy class.
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -38,6 +39,16 @@ STRATEGIES: dict[str, type[Strategy]] = {
         HumanStrategy,
     )
 }
+
+
+def registry_facts() -> list[StrategyFacts]:
+    """What each registered strategy class declares (``calls_model``, ``reads_tensors``,
+    ``keeps_images``), sorted by name: what ``PolicyService.GetInfo`` serves as
+    ``strategy_info`` and ``python -m agent_server.strategies`` writes to
+    ``moria/strategies.json``."""
+    return [StrategyFacts(name=name, calls_model=cls.calls_model,
+                          reads_tensors=cls.reads_tensors, keeps_images=cls.keeps_images)
+            for name, cls in sorted(STRATEGIES.items())]
 
 
 def create_strategy(ctx: EpisodeContext, backend: Backend | None) -> Strategy:
@@ -74,4 +85,5 @@ __all__ = [
     "RobustNaiveStrategy",
     "Strategy",
     "create_strategy",
+    "registry_facts",
 ]

@@ -24,16 +24,31 @@ class Strategy(abc.ABC):
     #: The ``agent.type`` name this class is registered under.
     name: ClassVar[str] = ""
 
+    # What a player of this class is, declared by the class itself (the one owner of these
+    # facts). ``PolicyService.GetInfo`` serves them (``strategy_info``) and
+    # ``python -m agent_server.strategies`` writes them to ``moria/strategies.json`` for the
+    # orchestrator and workers (``moria.strategies``). Every default is "no".
+
+    #: Whether it calls a model: its turns take a model-call slot and it needs a backend.
+    calls_model: ClassVar[bool] = False
+    #: Whether it reads the env's tensor observation (``TurnInput.tensors``): env sessions with
+    #: such a seat are opened with ``include_tensors``.
+    reads_tensors: ClassVar[bool] = False
+    #: Whether it can keep image frames in its history (a VLM-capable prompting strategy; it
+    #: does so when ``agent.max_image_history`` > 0, see ``uses_images``).
+    keeps_images: ClassVar[bool] = False
+
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         self.ctx = ctx
         self.backend = backend
 
     @property
     def uses_images(self) -> bool:
-        """Whether ``act`` reads ``TurnInput.image_png``. When False the server neither decodes
-        nor re-encodes the observation's image and passes ``image_png=None`` (an image that
-        would not decode is then no error either). Non-LLM players see no images."""
-        return False
+        """Whether ``act`` reads ``TurnInput.image_png``: for a class that ``keeps_images``,
+        when ``agent.max_image_history`` > 0. When False the server neither decodes nor
+        re-encodes the observation's image and passes ``image_png=None`` (an image that would
+        not decode is then no error either)."""
+        return self.keeps_images and self.ctx.agent.max_image_history > 0
 
     def protocol(self) -> dict[str, Any]:
         """What results record of this episode's prompting protocol (``Ready.protocol``):

@@ -16,6 +16,9 @@ class DummyStrategy(Strategy):
     """
 
     name = "dummy"
+    calls_model = False
+    reads_tensors = False
+    keeps_images = False
 
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         super().__init__(ctx, backend)

@@ -25,6 +25,9 @@ class HumanStrategy(Strategy):
     """
 
     name = "human"
+    calls_model = False
+    reads_tensors = False
+    keeps_images = False
 
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         if ctx.human_console is None:

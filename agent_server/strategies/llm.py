@@ -65,6 +65,10 @@ class LLMStrategy(Strategy):
         BackendError: from ``act`` when the model call failed for good.
     """
 
+    calls_model = True
+    reads_tensors = False
+    keeps_images = True  # frames stay in the history when agent.max_image_history > 0
+
     #: Answer-format rules appended to the system prompt.
     format_instruction: ClassVar[str] = ""
     #: ``extract_action`` mode.
@@ -98,11 +102,6 @@ class LLMStrategy(Strategy):
         kwargs = self.ctx.client.generate_kwargs
         return {"name": "moria", "instruction_sha256": text_sha256(self.history.instruction),
                 "generation": {"temperature": kwargs.temperature, "max_tokens": kwargs.max_tokens}}
-
-    @property
-    def uses_images(self) -> bool:
-        """True when the history keeps frames (``agent.max_image_history`` > 0)."""
-        return self.ctx.agent.max_image_history > 0
 
     async def act(self, turn: TurnInput) -> Decision:
         """Ask the model for ``turn``'s action (see the class docstring)."""

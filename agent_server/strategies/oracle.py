@@ -17,6 +17,9 @@ class OracleStrategy(Strategy):
     """
 
     name = "oracle"
+    calls_model = False
+    reads_tensors = False
+    keeps_images = False
 
     async def act(self, turn: TurnInput) -> Decision:
         """Play the hint for ``turn`` (or the default action without one)."""

@@ -44,6 +44,9 @@ class RLStrategy(Strategy):
     """
 
     name = "rl"
+    calls_model = False
+    reads_tensors = True  # the checkpoint's input tensors
+    keeps_images = False
 
     def __init__(self, ctx: EpisodeContext, backend: Backend | None, *,
                  sample: bool | None = None) -> None:

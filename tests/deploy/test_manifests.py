@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.spec import load_spec
+from orchestrator.plan.spec import load_spec
 from tests.deploy import dockerfiles
 from tests.deploy.dockerfiles import REPO
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from orchestrator.balrog import SUITE_ENVS, TASKS
+from orchestrator.suites.balrog import SUITE_ENVS, TASKS
 from tests.e2e.test_cli import moria
 
 BABAISAI_TASKS = TASKS["babaisai"]

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def moria(*args: str, env: dict[str, str] | None = None, timeout: float = 600,
           ) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a subprocess (as ``python -m orchestrator.cli``)."""
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=ROOT,
+    """Run the CLI in a subprocess (as ``python -m orchestrator.apps.cli``)."""
+    return subprocess.run([sys.executable, "-m", "orchestrator.apps.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {}), "COLUMNS": "200"})
 
@@ -78,7 +78,7 @@ def test_unknown_key_and_bad_value_exit_2_naming_the_key(tmp_path: Path) -> None
 
 def test_missing_api_key_is_reported_before_any_episode(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    run = subprocess.run([sys.executable, "-m", "orchestrator.cli", "eval",
+    run = subprocess.run([sys.executable, "-m", "orchestrator.apps.cli", "eval",
                           "client.client_name=openai", "client.model_id=gpt-4o",
                           f"eval.output_dir={tmp_path}", "--no-progress"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
@@ -115,7 +115,8 @@ def test_real_local_model_plays_an_episode(tmp_path: Path) -> None:
 
 def test_a_dead_local_server_stops_the_run_and_keeps_results(tmp_path: Path) -> None:
     out = tmp_path / "crash"
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "eval", "agent.type=dummy",
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.apps.cli", "eval",
+                             "agent.type=dummy",
                              "eval.num_episodes.babyai=100", "eval.num_workers=2",
                              f"eval.output_dir={out}", "--no-progress"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -147,7 +148,7 @@ def test_interrupt_stops_servers_and_keeps_results(tmp_path: Path, sig: signal.S
     """Ctrl-C (SIGINT) or SIGTERM: the local servers stop, finished episodes stay, and the next
     run resumes from them."""
     out = tmp_path / "interrupted"
-    command = [sys.executable, "-m", "orchestrator.cli", "eval", "agent.type=dummy",
+    command = [sys.executable, "-m", "orchestrator.apps.cli", "eval", "agent.type=dummy",
                "eval.num_episodes.babyai=100", "eval.num_workers=2", f"eval.output_dir={out}",
                "--no-progress"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -21,7 +21,7 @@ Properties, after every example:
   its status details stay under 4 KiB;
 - an accepted run is one the service may run: its price table is inline or a plain YAML file
   name (for the service's --prices-dir), never a server path; it plans no more episodes than
-  ``orchestrator.spec.MAX_EPISODES`` (where defined); its id is the one asked for; the same
+  ``orchestrator.plan.spec.MAX_EPISODES`` (where defined); its id is the one asked for; the same
   submission again is answered OK (created=False); once stopped, its error is under 4 KiB.
   (Tasks the shipped lists lack are the env server's call, at the run's preflight: counted as
   an event, not checked here; tests/integration/test_run_bounds.py plays that case.)
@@ -66,9 +66,9 @@ from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.server import MoriaServer
-from orchestrator import spec as spec_module
-from orchestrator.service import OrchestratorServicer
-from orchestrator.spec import DEFAULT_NUM_EPISODES, TasksConfig
+from orchestrator.apps.service import OrchestratorServicer
+from orchestrator.plan import spec as spec_module
+from orchestrator.plan.spec import DEFAULT_NUM_EPISODES, TasksConfig
 from tests.fuzz.harness import (
     JSON_VALUE,
     MAX_DETAILS_BYTES,
@@ -444,7 +444,8 @@ TASK_LISTS: st.SearchStrategy[Any] = st.one_of(
 SERVER_PATHS = st.sampled_from([
     "/etc/passwd", "../..", "../../../../../../../etc/passwd", "/proc/self/environ",
     "/proc/self/status", "/dev/zero", "/dev/null", "/", ".", "~/.ssh/id_rsa",
-    str(REPO / "orchestrator" / "prices.yaml"), str(REPO / "deploy"), "orchestrator/prices.yaml",
+    str(REPO / "orchestrator" / "suites" / "prices.yaml"), str(REPO / "deploy"),
+    "orchestrator/suites/prices.yaml",
     "prices.yaml", "/etc/passwd\x00.yaml", "C:\\Windows\\win.ini", "file:///etc/passwd",
     "table.yaml", "missing.yaml", "../table.yaml", "./table.yaml", "a/table.yaml", "table.yml",
     "-table.yaml", "table.yaml/", "table.yaml\n", ".." + "/.." * 30 + "/etc/passwd",

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.accounting import load_prices
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
+from orchestrator.report.accounting import load_prices
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.servers import env_server, policy_server
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.providers import PROVIDERS, TEST_KEY, Provider
 from tests.support.servers import env_server, policy_server
 

@@ -11,8 +11,8 @@ from moria.clients import PolicyClient
 from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.policy.v1 import policy_service_pb2 as pol_pb
-from orchestrator.episode import EpisodePlan, run_episode
-from orchestrator.spec import RunSpec, load_spec
+from orchestrator.core.episode import EpisodePlan, run_episode
+from orchestrator.plan.spec import RunSpec, load_spec
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.servers import env_server, policy_server
 

@@ -1,7 +1,7 @@
 """Prometheus ``/metrics`` of the env and policy servers (moria.metrics), scraped over real HTTP.
 
 Real Env and Policy servers on loopback play real BabyAI episodes through
-``orchestrator.runner.run_evaluation`` (``endpoints``); each server's registry is served by
+``orchestrator.core.runner.run_evaluation`` (``endpoints``); each server's registry is served by
 ``start_metrics_http`` on 127.0.0.1:<ephemeral>, fetched with urllib and parsed with
 ``prometheus_client``'s own text parser. The OpenAI backend talks to a local HTTP server that
 speaks the chat-completions wire format.
@@ -34,8 +34,8 @@ from moria.metrics import (
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from moria.server import GRPC_OPTIONS
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.servers import env_server, policy_server
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.servers import env_server, policy_server
 
 

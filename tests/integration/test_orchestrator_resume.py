@@ -16,12 +16,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from orchestrator.results import episode_paths
+from orchestrator.store.episodes import episode_paths
 from tests.support.processes import ROOT, server_processes
 
 EPISODES_PER_TASK = 6  # x 5 BabyAI tasks = 30
 PLANNED = 5 * EPISODES_PER_TASK
-MORIA = [sys.executable, "-c", "import sys; from orchestrator.cli import main; sys.exit(main())"]
+MORIA = [sys.executable, "-c",
+         "import sys; from orchestrator.apps.cli import main; sys.exit(main())"]
 #: (the N-th episode written to the directory, where in its write the process dies)
 KILLS = ((3, "reported"), (7, "json_tmp"), (12, "files"), (18, "csv_tmp"), (25, "reported"))
 

@@ -1,6 +1,6 @@
 """The orchestrator as a service: real env and policy servers on loopback, an OrchestratorService
 in-process (or ``moria serve orchestrator`` as a real process for the restart and CLI tests),
-driven through ``orchestrator.remote.OrchestratorClient`` over gRPC."""
+driven through ``orchestrator.apps.remote.OrchestratorClient`` over gRPC."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ import pytest
 
 from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
-from orchestrator.remote import OrchestratorClient
-from orchestrator.results import load_episodes
-from orchestrator.service import EVENTS_FILE, OrchestratorServicer
-from orchestrator.spec import load_spec
+from orchestrator.apps.remote import OrchestratorClient
+from orchestrator.apps.service import EVENTS_FILE, OrchestratorServicer
+from orchestrator.plan.spec import load_spec
+from orchestrator.store.episodes import load_episodes
 from tests.support.servers import env_server, policy_server, start_orchestrator
 from tests.support.waiting import async_wait_until
 
@@ -113,6 +113,18 @@ async def test_run_completes_and_streams_every_event_once(tmp_path: Path) -> Non
         record = json.loads((out / "service.json").read_text())
         assert record["state"] == "succeeded"
         assert len((out / EVENTS_FILE).read_text().splitlines()) == len(events)
+        # the runner's events reach the service and the telemetry files from one stream: the
+        # same events, in the same order, in both
+        telemetry = [json.loads(line) for line in
+                     (out / "oracle-3_events.jsonl").read_text().splitlines()]
+        runner_kinds = {"run_started", "episode_started", "episode_retried", "run_finished"}
+        assert [(e.type, payload(e).get("episode_index")) for e in events
+                if e.type in runner_kinds] == [(t["type"], t.get("episode_index"))
+                                               for t in telemetry]
+        written = [json.loads(line) for line in
+                   (out / "oracle-3_episodes.jsonl").read_text().splitlines()]
+        assert finished_keys(events) == [(w["env"], w["task"], w["episode_index"])
+                                         for w in written]
 
         # the same spec again is idempotent; another spec under the same id is refused
         again = await client.submit_run(spec, run_id="oracle-3")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.protocol_check import run_check
-from orchestrator.protocol_record import saved_check
+from orchestrator.apps.protocol_check import run_check
+from orchestrator.store.protocol_record import saved_check
 from tests.integration.test_run_outcomes import moria, servers
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.servers import env_server, policy_server

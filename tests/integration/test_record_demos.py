@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.demos import (
+from orchestrator.apps.cli import main
+from orchestrator.plan.seeds import derive_seed
+from orchestrator.plan.spec import RunSpec, load_spec
+from orchestrator.store.demos import (
     DEMO_FORMAT,
     clear_cache,
     demo_file,
@@ -16,8 +18,6 @@ from orchestrator.demos import (
     load_demonstrations,
     read_demos,
 )
-from orchestrator.runner import derive_seed
-from orchestrator.spec import RunSpec, load_spec
 
 GOTO = "BabyAI-MixedTrainLocal-v0/goto"
 PUZZLE = "env/goto_win"

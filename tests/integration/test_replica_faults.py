@@ -21,9 +21,9 @@ from rich.console import Console
 
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
-from orchestrator.replicas import Load, ReplicaSet
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.replicas import Load, ReplicaSet
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.processes import ServerProcess, server_processes
 from tests.support.waiting import async_wait_until, wait_until
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.runner import PreflightError, run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import PreflightError, run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.servers import env_server, policy_server
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "examples/checkpoints/connect_four_v3_mlp.npz"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.servers import env_server, policy_server
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "examples/checkpoints/soccer_2v2_mlp.npz"

@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
-from orchestrator.spec import MAX_EPISODES
+from orchestrator.plan.spec import MAX_EPISODES
 from tests.integration.test_orchestrator_service import follow_all, orchestrator, run_spec
 from tests.integration.test_run_outcomes import TASKS, moria, servers
 from tests.support.servers import env_server, policy_server

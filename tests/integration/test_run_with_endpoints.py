@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.servers import env_server, policy_server
 
 
@@ -31,7 +31,7 @@ async def test_endpoints_are_used_and_versions_recorded(tmp_path: Path) -> None:
 async def test_partial_endpoints_are_rejected(tmp_path: Path) -> None:
     import pytest
 
-    from orchestrator.runner import PreflightError
+    from orchestrator.core.runner import PreflightError
 
     spec = load_spec(None, [f"eval.output_dir={tmp_path}", "endpoints.policy=[127.0.0.1:1]"])
     with pytest.raises(PreflightError, match=r"endpoints\.env\.<family>"):

@@ -15,8 +15,8 @@ from rich.console import Console
 from moria.clients import PolicyClient
 from moria.codecs import struct_from_dict
 from moria.policy.v1 import policy_service_pb2 as pol_pb
-from orchestrator.runner import run_evaluation
-from orchestrator.spec import load_spec
+from orchestrator.core.runner import run_evaluation
+from orchestrator.plan.spec import load_spec
 from tests.support.servers import env_server, policy_server
 
 

@@ -43,8 +43,8 @@ from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from moria.quoting import MAX_QUOTE_CHARS, quote, quote_names
 from moria.server import Drain, MoriaServer
-from orchestrator.episode import EpisodeDriver, EpisodePlan, run_episode
-from orchestrator.spec import RunSpec, load_spec
+from orchestrator.core.episode import EpisodeDriver, EpisodePlan, run_episode
+from orchestrator.plan.spec import RunSpec, load_spec
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.processes import start_server
 from tests.support.servers import env_server, policy_server

@@ -415,8 +415,8 @@ async def test_run_evaluation_over_tls_and_token_endpoints(
         pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
-    from orchestrator.runner import run_evaluation
-    from orchestrator.spec import load_spec
+    from orchestrator.core.runner import run_evaluation
+    from orchestrator.plan.spec import load_spec
 
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     security = _tls_server(pki, mtls=True, token=TOKEN)

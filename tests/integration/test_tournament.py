@@ -14,15 +14,15 @@ import pytest
 import yaml
 from rich.console import Console
 
-from orchestrator import cli
-from orchestrator.runner import PreflightError
-from orchestrator.tournament import (
+from orchestrator.apps import cli
+from orchestrator.apps.tournament import (
     TournamentResult,
     TournamentSpecError,
     load_tournament,
     render_markdown,
     run_tournament,
 )
+from orchestrator.core.runner import PreflightError
 from tests.support.servers import env_server, policy_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +171,7 @@ def test_cli_plays_every_match_on_one_local_stack(tmp_path: Path) -> None:
     path = _write(tmp_path, task="connect_four_v3", seeds=1,
                   players={"a": PLAYERS["random"], "b": PLAYERS["dummy"]})
     run = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "tournament", str(path), "--no-progress",
+        [sys.executable, "-m", "orchestrator.apps.cli", "tournament", str(path), "--no-progress",
          f"eval.output_dir={out}"], cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "COLUMNS": "200"})
     assert run.returncode == 0, run.stderr

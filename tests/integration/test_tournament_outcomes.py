@@ -46,7 +46,7 @@ def _tournament(tmp_path: Path, base_url: str) -> tuple[Path, Path]:
 
 def _run(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "tournament", str(path), "--no-progress"],
+        [sys.executable, "-m", "orchestrator.apps.cli", "tournament", str(path), "--no-progress"],
         cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
         env={**os.environ, "OPENAI_API_KEY": KEY, "COLUMNS": "200"})
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from orchestrator.episode import EpisodePlan, run_episode
-from orchestrator.spec import load_spec
+from orchestrator.core.episode import EpisodePlan, run_episode
+from orchestrator.plan.spec import load_spec
 from tests.support.providers import PROVIDERS, TEST_KEY, Provider
 from tests.support.servers import env_server, policy_server
 

@@ -4,7 +4,8 @@ child processes).
 
 The model is ``tests.support.fake_openai``, a real HTTP server on loopback speaking OpenAI's
 wire format: it answers HTTP 401 (a bad key) or a valid move. The outcome is decided by
-``orchestrator.outcome`` over the worker's episode records: exit 0 only when every episode was
+``orchestrator.report.outcome`` over the worker's episode records: exit 0 only when every
+episode was
 scored, 1 when any failed (the count and the first distinct errors on stderr, and the verdict in
 the ``run_completed`` event); a player that cannot play the game at all (an rl checkpoint for
 another task, frames for a text-only model) is refused at the preflight with exit 2 and one

@@ -3,7 +3,7 @@ episode, so a test can crash the orchestrator where it wants instead of where a 
 
     python -m tests.support.kill_switch --out DIR --at N --stage STAGE -- eval <overrides...>
 
-runs ``orchestrator.cli.main(["eval", ...])`` in this process, and kills it (SIGKILL, no
+runs ``orchestrator.apps.cli.main(["eval", ...])`` in this process, and kills it (SIGKILL, no
 clean-up of any kind) during the write of the ``N``-th episode result of ``DIR``: the episodes
 already in ``DIR`` when the process starts count first, then each ``write_episode`` call in the
 order the calls begin. ``STAGE`` says where:
@@ -14,8 +14,8 @@ order the calls begin. ``STAGE`` says where:
 - ``reported``: right after that line is appended.
 
 Just before the kill it prints ``KILLING <stage> <env> <episode_index> <task>`` on stderr, so
-the test knows which episode it caught. The hooks wrap ``orchestrator.results.write_episode``
-(the runner's reference to it included), ``os.replace`` (the rename at the end of
+the test knows which episode it caught. The hooks wrap ``orchestrator.store.episodes.write_episode``
+(the episode-file sink's reference to it included), ``os.replace`` (the rename at the end of
 ``atomic_write_text``) and ``TelemetryWriter.write_episode``; production code is unchanged. A
 process that finishes without reaching the kill point exits normally (the test sees exit code
 0, not -SIGKILL, and fails).
@@ -43,12 +43,12 @@ def _die(stage: str, record: Any) -> None:
 def install(out_dir: Path, at: int, stage: str) -> None:
     """Arm the switch (see the module docstring) for the ``at``-th episode of ``out_dir``.
 
-    Must run before ``orchestrator.runner`` is imported by anyone else, or after: the runner's
+    Must run before ``orchestrator.core.sinks`` is imported by anyone else, or after: the sink's
     own reference to ``write_episode`` is replaced too. Raises ValueError for a bad stage or an
     ``at`` that the episodes already in ``out_dir`` have passed."""
-    import orchestrator.results as results
-    import orchestrator.runner as runner
-    from orchestrator.telemetry import TelemetryWriter
+    import orchestrator.core.sinks as sinks
+    import orchestrator.store.episodes as results
+    from orchestrator.store.telemetry import TelemetryWriter
 
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
@@ -93,7 +93,7 @@ def install(out_dir: Path, at: int, stage: str) -> None:
             _die(stage, record)
 
     results.write_episode = write_episode  # type: ignore[assignment]
-    runner.write_episode = write_episode  # type: ignore[attr-defined,assignment]
+    sinks.write_episode = write_episode  # type: ignore[attr-defined,assignment]
     os.replace = replace  # type: ignore[assignment]
     TelemetryWriter.write_episode = report  # type: ignore[method-assign]
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     moria_args = args.moria[1:] if args.moria[:1] == ["--"] else args.moria
     install(args.out, args.at, args.stage)
-    from orchestrator.cli import main as moria_main
+    from orchestrator.apps.cli import main as moria_main
 
     return moria_main(moria_args)
 

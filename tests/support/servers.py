@@ -80,10 +80,10 @@ async def start_orchestrator(state_dir: Any, **kwargs: Any) -> tuple[MoriaServer
     server and the servicer; stop with ``server.shutdown()`` then ``servicer.aclose()``."""
     from moria.orchestrator.v1 import orchestrator_service_pb2 as orch_pb
     from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as orch_grpc
-    from orchestrator.service import OrchestratorServicer
+    from orchestrator.apps.service import OrchestratorServicer
 
     drain = Drain()
-    servicer = OrchestratorServicer(state_dir, drain=drain, poll_interval_s=0.05, **kwargs)
+    servicer = OrchestratorServicer(state_dir, drain=drain, **kwargs)
     await servicer.start()
     server = MoriaServer(
         [lambda s: orch_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],

@@ -1,4 +1,4 @@
-"""The price table and usage arithmetic of orchestrator.accounting."""
+"""The price table and usage arithmetic of orchestrator.report.accounting."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.accounting import PriceError, add_usage, load_prices, merge_usage, priced
+from orchestrator.report.accounting import PriceError, add_usage, load_prices, merge_usage, priced
 
 
 def test_shipped_table_is_dated_and_looks_up_in_order() -> None:

@@ -22,7 +22,13 @@ from moria.balrog_source import (
     load_balrog_source,
 )
 from moria.config import AgentConfig, ClientConfig
-from orchestrator.protocol_check import Captured, EnvCheck, Replayed, compare, normalize_request
+from orchestrator.apps.protocol_check import (
+    Captured,
+    EnvCheck,
+    Replayed,
+    compare,
+    normalize_request,
+)
 
 STANDIN = Path(__file__).resolve().parents[1] / "fixtures" / "balrog_standin"
 BABYAI = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import cli
+from orchestrator.apps import cli
 
 
 def test_overrides_after_a_flag_are_kept(capsys: pytest.CaptureFixture[str]) -> None:

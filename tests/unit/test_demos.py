@@ -10,8 +10,10 @@ import pytest
 
 from agent_server.service import demos_from_proto
 from agent_server.strategies.few_shot import demonstration_messages
-from orchestrator import demos
-from orchestrator.demos import (
+from orchestrator.plan.seeds import derive_seed
+from orchestrator.plan.spec import RunSpec, load_spec
+from orchestrator.store import demos
+from orchestrator.store.demos import (
     DEMO_FORMAT,
     DemoFormatError,
     DemoRecord,
@@ -26,8 +28,6 @@ from orchestrator.demos import (
     read_demos,
     same_game,
 )
-from orchestrator.runner import derive_seed
-from orchestrator.spec import RunSpec, load_spec
 
 GOTO = "BabyAI-MixedTrainLocal-v0/goto"
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.prepare import (
+from orchestrator.apps.prepare import (
     DataItem,
     PrepareError,
     build_items,
     items_for_spec,
     sources_for,
 )
-from orchestrator.spec import load_spec
+from orchestrator.plan.spec import load_spec
 
 
 def _quiet() -> Console:
@@ -89,7 +89,7 @@ def test_sources_by_env_or_data_name() -> None:
 
 
 def test_prepare_sources_builds_missing_items_and_says_where(tmp_path: Path) -> None:
-    from orchestrator.prepare import Source, prepare_sources
+    from orchestrator.apps.prepare import Source, prepare_sources
 
     built: list[str] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.ratings import ORDINAL_Z, rate_games, wilson_interval, win_rate
+from orchestrator.report.ratings import ORDINAL_Z, rate_games, wilson_interval, win_rate
 
 
 def test_wilson_interval_matches_known_values() -> None:

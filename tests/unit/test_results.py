@@ -1,4 +1,5 @@
-"""Unit tests of orchestrator.results: layout, CSV, summaries, report, resume."""
+"""Unit tests of orchestrator.store.episodes and orchestrator.report.summary: layout, CSV,
+summaries, report, resume."""
 
 from __future__ import annotations
 
@@ -14,19 +15,18 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.records import EpisodeRecord, StepRecord
-from orchestrator.results import (
+from orchestrator.report.summary import progression_stats, summarize
+from orchestrator.report.tables import render_report
+from orchestrator.store.episodes import (
     CSV_COLUMNS,
     completed_keys,
     episode_paths,
     load_episodes,
-    progression_stats,
-    render_report,
     safe_name,
     scan_episodes,
-    summarize,
     write_episode,
 )
+from orchestrator.store.records import EpisodeRecord, StepRecord
 
 BABY_TASK = "BabyAI-MixedTrainLocal-v0/goto"
 BABY_DIR = "BabyAI-MixedTrainLocal-v0__goto"
@@ -204,7 +204,7 @@ def test_completed_keys_excludes_failures_and_ignores_corrupt_files(
     invalid, _ = episode_paths(tmp_path, "babyai", BABY_TASK, 6)
     invalid.write_text(json.dumps({"task": BABY_TASK, "env": "babyai"}), encoding="utf-8")
 
-    with caplog.at_level(logging.WARNING, logger="orchestrator.results"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.store.episodes"):
         keys = completed_keys(tmp_path)
     assert keys == {("babyai", BABY_TASK, 0), ("babyai", BABY_TASK, 1)}
     assert "run_05.json" in caplog.text and "run_06.json" in caplog.text

@@ -12,25 +12,18 @@ import matplotlib.pyplot as plt
 import pytest
 from rich.console import Console
 
-from orchestrator.balrog import PUBLISHED
-from orchestrator.plots import (
+from orchestrator.report.plots import (
     ProgressLayout,
     plot_progress,
     progress_figure,
     progress_layout,
     protocol_title,
 )
-from orchestrator.records import EndReason, EpisodeRecord
-from orchestrator.results import (
-    compute_summary,
-    episode_document,
-    load_episodes,
-    print_report,
-    protocol_line,
-    protocol_summary,
-    summarize,
-    write_episode,
-)
+from orchestrator.report.summary import compute_summary, protocol_summary, summarize
+from orchestrator.report.tables import print_report, protocol_line
+from orchestrator.store.episodes import episode_document, load_episodes, write_episode
+from orchestrator.store.records import EndReason, EpisodeRecord
+from orchestrator.suites.balrog import PUBLISHED
 
 COMMIT = "abc123def4567890abc123def4567890abc12345"
 OTHER_COMMIT = "0123456789ab0123456789ab0123456789ab0123"

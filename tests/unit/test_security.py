@@ -183,7 +183,7 @@ def test_interceptor_accepts_exactly_the_token() -> None:
 
 
 def test_run_spec_endpoints_take_tls_and_a_token_variable_name() -> None:
-    from orchestrator.spec import SpecError, load_spec
+    from orchestrator.plan.spec import SpecError, load_spec
 
     spec = load_spec(None, ["endpoints.tls.ca_cert=/pki/ca.pem", "endpoints.token_env=MY_TOKEN",
                             "endpoints.max_message_mb=16"])

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.balrog import TASKS
-from orchestrator.overrides import OverrideError, apply_overrides, parse_value
-from orchestrator.runner import derive_seed
-from orchestrator.spec import SpecError, load_spec
+from orchestrator.plan.overrides import OverrideError, apply_overrides, parse_value
+from orchestrator.plan.seeds import derive_seed
+from orchestrator.plan.spec import SpecError, load_spec
+from orchestrator.suites.balrog import TASKS
 
 BABYAI_TASKS = TASKS["babyai"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -357,13 +358,56 @@ async def test_oracle_plays_expert_action_or_default() -> None:
     assert missing.usage == TokenUsage()
 
 
-def test_the_model_calling_set_matches_the_strategy_classes() -> None:
-    """moria.config.NON_MODEL_AGENT_TYPES is the one list of players that call no model (the
-    policy server, the scheduler and moria prepare all read it): it must say exactly which
-    registered strategies are not LLM strategies."""
-    from agent_server.strategies import STRATEGIES
+def test_the_generated_strategy_table_matches_the_strategy_classes() -> None:
+    """The strategy classes own calls_model / reads_tensors / keeps_images; moria/strategies.json
+    (what the orchestrator, the workers and moria.config read) must say exactly what they
+    declare, and moria.config's sets must be derived from it."""
+    from agent_server.strategies import STRATEGIES, registry_facts
     from agent_server.strategies.llm import LLMStrategy
-    from moria.config import NON_MODEL_AGENT_TYPES
+    from agent_server.strategies.table import main as table_main
+    from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES
+    from moria.strategies import TABLE_PATH, StrategyFacts, strategy_facts, table_text
 
-    calls_model = {name for name, cls in STRATEGIES.items() if issubclass(cls, LLMStrategy)}
-    assert set(STRATEGIES) - calls_model == set(NON_MODEL_AGENT_TYPES)
+    assert table_main(["--check"]) == 0
+    assert TABLE_PATH.read_text(encoding="utf-8") == table_text(registry_facts())
+    table = strategy_facts()
+    assert set(table) == set(STRATEGIES)
+    for name, cls in STRATEGIES.items():
+        assert table[name] == StrategyFacts(name, cls.calls_model, cls.reads_tensors,
+                                            cls.keeps_images)
+        # Only the prompting strategies call a model, and they are the VLM-capable ones.
+        assert cls.calls_model == issubclass(cls, LLMStrategy) == cls.keeps_images
+    assert {"dummy", "random", "oracle", "scripted", "rl", "human"} == NON_MODEL_AGENT_TYPES
+    assert {"scripted", "rl"} == TENSOR_AGENT_TYPES
+    assert {n for n, f in table.items() if not f.calls_model} == NON_MODEL_AGENT_TYPES
+    assert {n for n, f in table.items() if f.reads_tensors} == TENSOR_AGENT_TYPES
+
+
+def test_strategy_facts_default_to_no_and_gate_images(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The base class says "no" to every fact; uses_images follows keeps_images and
+    agent.max_image_history; a stale table fails --check."""
+    from agent_server.strategies import table as table_module
+    from agent_server.strategies.base import Strategy
+    from moria.strategies import StrategyFacts
+
+    assert (Strategy.calls_model, Strategy.reads_tensors, Strategy.keeps_images) == (
+        False, False, False)
+    text_only = create_strategy(_ctx("naive"), ScriptedBackend([]))
+    assert text_only.keeps_images and not text_only.uses_images
+    vlm = create_strategy(_ctx("naive", agent={"max_image_history": 1},
+                               client=ClientConfig(client_name="openai")), ScriptedBackend([]))
+    assert vlm.uses_images
+    # A player that keeps no images ignores the window.
+    assert not create_strategy(_ctx("dummy", agent={"max_image_history": 1}), None).uses_images
+    with pytest.raises(KeyError):
+        StrategyFacts.from_json({"name": "x", "calls_model": True, "reads_tensors": False})
+    with pytest.raises(TypeError):
+        StrategyFacts.from_json({"name": "x", "calls_model": 1, "reads_tensors": False,
+                                 "keeps_images": False})
+    stale = tmp_path / "strategies.json"
+    stale.write_text('{"strategies": []}\n', encoding="utf-8")
+    monkeypatch.setattr(table_module, "TABLE_PATH", stale)
+    assert table_module.main(["--check"]) == 1
+    assert table_module.main([]) == 0
+    assert table_module.main(["--check"]) == 0

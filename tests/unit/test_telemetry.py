@@ -1,4 +1,5 @@
-"""Unit tests of orchestrator.telemetry: JSON-lines files, line integrity, secret scrubbing."""
+"""Unit tests of orchestrator.store.telemetry: JSON-lines files, line integrity, secret
+scrubbing."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.records import EpisodeRecord, StepRecord
-from orchestrator.telemetry import TelemetryWriter, dumps, scrub
+from orchestrator.store.records import EpisodeRecord, StepRecord
+from orchestrator.store.telemetry import TelemetryWriter, dumps, scrub
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -200,7 +201,7 @@ def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
 
 
 def test_a_partial_last_line_is_cut_before_appending(tmp_path: Path) -> None:
-    from orchestrator.telemetry import drop_partial_line
+    from orchestrator.store.telemetry import drop_partial_line
 
     path = tmp_path / "r_events.jsonl"
     path.write_text('{"a": 1}\n{"b": 2}\n{"c": ')  # a writer killed mid-line

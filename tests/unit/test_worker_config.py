@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import cli
-from orchestrator.spec import SpecError, load_spec
+from orchestrator.apps import cli
+from orchestrator.plan.spec import SpecError, load_spec
 
 
 def _write(tmp_path: Path, config: dict) -> Path:

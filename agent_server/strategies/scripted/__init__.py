@@ -85,6 +85,9 @@ class ScriptedStrategy(Strategy):
     """
 
     name = "scripted"
+    calls_model = False
+    reads_tensors = True  # the board bots read PettingZoo's observation planes
+    keeps_images = False
 
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         super().__init__(ctx, backend)

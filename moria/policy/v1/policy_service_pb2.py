@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from moria.common.v1 import types_pb2 as moria_dot_common_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$moria/policy/v1/policy_service.proto\x12\x0fmoria.policy.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"?\n\x0eGetInfoRequest\x12-\n\x0c\x63heck_config\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb9\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x12\n\nstrategies\x18\x02 \x03(\t\x12\x10\n\x08\x62\x61\x63kends\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x16\n\x0e\x61\x63tive_streams\x18\x05 \x01(\x05\x12\x15\n\rconfig_errors\x18\x06 \x03(\t\x12\x10\n\x08\x64raining\x18\x07 \x01(\x08\"\xd6\x02\n\x05\x42\x65gin\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12-\n\x0c\x61gent_config\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x10\n\x08\x65nv_name\x18\x07 \x01(\t\x12\x0c\n\x04task\x18\x08 \x01(\t\x12\x36\n\x0e\x64\x65monstrations\x18\t \x03(\x0b\x32\x1e.moria.policy.v1.Demonstration\x12\x16\n\x0erecord_prompts\x18\n \x01(\x08\x12\x31\n\x0bobservation\x18\x0b \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\x83\x01\n\rDemonstration\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x31\n\x05steps\x18\x04 \x03(\x0b\x32\".moria.policy.v1.DemonstrationStep\x12\x0e\n\x06source\x18\x05 \x01(\t\"H\n\x11\x44\x65monstrationStep\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\x85\x01\n\x07Observe\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x39\n\x12last_action_result\x18\x02 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\x12\x0c\n\x04step\x18\x03 \x01(\x03\"7\n\x03\x45nd\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\x06\n\x04Ping\"\x06\n\x04Pong\"\xba\x01\n\x0bPlayRequest\x12\'\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.BeginH\x00\x12+\n\x07observe\x18\x02 \x01(\x0b\x32\x18.moria.policy.v1.ObserveH\x00\x12#\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.moria.policy.v1.EndH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PingH\x00\x42\t\n\x07request\"m\n\x05Ready\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0eidle_timeout_s\x18\x03 \x01(\x01\x12+\n\x08protocol\x18\x04 \x01(\x0b\x32\x19.moria.policy.v1.Protocol\"\xc2\x01\n\x08Protocol\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12instruction_sha256\x18\x02 \x01(\t\x12/\n\ngeneration\x18\x03 \x01(\x0b\x32\x1b.moria.policy.v1.Generation\x12\x15\n\rbalrog_commit\x18\x04 \x01(\t\x12\x15\n\rbalrog_source\x18\x05 \x01(\t\x12\x1a\n\x12\x66\x65\x65\x64\x62\x61\x63k_statement\x18\x06 \x01(\x08\x12\x11\n\tset_aside\x18\x07 \x03(\t\"J\n\nGeneration\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x02 \x01(\x05\x42\x0e\n\x0c_temperature\"\x86\x02\n\x03\x41\x63t\x12\'\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x17.moria.common.v1.Action\x12\x16\n\x0eraw_completion\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12%\n\x05usage\x18\x04 \x01(\x0b\x32\x16.moria.common.v1.Usage\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x12\x13\n\x0bstop_reason\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\x13\n\x0bprompt_json\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\"4\n\x05\x45nded\x12+\n\x0btotal_usage\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Usage\"\xb8\x01\n\x0cPlayResponse\x12\'\n\x05ready\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.ReadyH\x00\x12#\n\x03\x61\x63t\x18\x02 \x01(\x0b\x32\x14.moria.policy.v1.ActH\x00\x12\'\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x16.moria.policy.v1.EndedH\x00\x12%\n\x04pong\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PongH\x00\x42\n\n\x08response2\xa6\x01\n\rPolicyService\x12L\n\x07GetInfo\x12\x1f.moria.policy.v1.GetInfoRequest\x1a .moria.policy.v1.GetInfoResponse\x12G\n\x04Play\x12\x1c.moria.policy.v1.PlayRequest\x1a\x1d.moria.policy.v1.PlayResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$moria/policy/v1/policy_service.proto\x12\x0fmoria.policy.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"?\n\x0eGetInfoRequest\x12-\n\x0c\x63heck_config\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xef\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x12\n\nstrategies\x18\x02 \x03(\t\x12\x10\n\x08\x62\x61\x63kends\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x16\n\x0e\x61\x63tive_streams\x18\x05 \x01(\x05\x12\x15\n\rconfig_errors\x18\x06 \x03(\t\x12\x10\n\x08\x64raining\x18\x07 \x01(\x08\x12\x34\n\rstrategy_info\x18\x08 \x03(\x0b\x32\x1d.moria.policy.v1.StrategyInfo\"^\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x61lls_model\x18\x02 \x01(\x08\x12\x15\n\rreads_tensors\x18\x03 \x01(\x08\x12\x14\n\x0ckeeps_images\x18\x04 \x01(\x08\"\xd6\x02\n\x05\x42\x65gin\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12-\n\x0c\x61gent_config\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x10\n\x08\x65nv_name\x18\x07 \x01(\t\x12\x0c\n\x04task\x18\x08 \x01(\t\x12\x36\n\x0e\x64\x65monstrations\x18\t \x03(\x0b\x32\x1e.moria.policy.v1.Demonstration\x12\x16\n\x0erecord_prompts\x18\n \x01(\x08\x12\x31\n\x0bobservation\x18\x0b \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\x83\x01\n\rDemonstration\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x31\n\x05steps\x18\x04 \x03(\x0b\x32\".moria.policy.v1.DemonstrationStep\x12\x0e\n\x06source\x18\x05 \x01(\t\"H\n\x11\x44\x65monstrationStep\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\x85\x01\n\x07Observe\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x39\n\x12last_action_result\x18\x02 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\x12\x0c\n\x04step\x18\x03 \x01(\x03\"7\n\x03\x45nd\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\x06\n\x04Ping\"\x06\n\x04Pong\"\xba\x01\n\x0bPlayRequest\x12\'\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.BeginH\x00\x12+\n\x07observe\x18\x02 \x01(\x0b\x32\x18.moria.policy.v1.ObserveH\x00\x12#\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.moria.policy.v1.EndH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PingH\x00\x42\t\n\x07request\"m\n\x05Ready\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0eidle_timeout_s\x18\x03 \x01(\x01\x12+\n\x08protocol\x18\x04 \x01(\x0b\x32\x19.moria.policy.v1.Protocol\"\xc2\x01\n\x08Protocol\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12instruction_sha256\x18\x02 \x01(\t\x12/\n\ngeneration\x18\x03 \x01(\x0b\x32\x1b.moria.policy.v1.Generation\x12\x15\n\rbalrog_commit\x18\x04 \x01(\t\x12\x15\n\rbalrog_source\x18\x05 \x01(\t\x12\x1a\n\x12\x66\x65\x65\x64\x62\x61\x63k_statement\x18\x06 \x01(\x08\x12\x11\n\tset_aside\x18\x07 \x03(\t\"J\n\nGeneration\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x02 \x01(\x05\x42\x0e\n\x0c_temperature\"\x86\x02\n\x03\x41\x63t\x12\'\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x17.moria.common.v1.Action\x12\x16\n\x0eraw_completion\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12%\n\x05usage\x18\x04 \x01(\x0b\x32\x16.moria.common.v1.Usage\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x12\x13\n\x0bstop_reason\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\x13\n\x0bprompt_json\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\"4\n\x05\x45nded\x12+\n\x0btotal_usage\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Usage\"\xb8\x01\n\x0cPlayResponse\x12\'\n\x05ready\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.ReadyH\x00\x12#\n\x03\x61\x63t\x18\x02 \x01(\x0b\x32\x14.moria.policy.v1.ActH\x00\x12\'\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x16.moria.policy.v1.EndedH\x00\x12%\n\x04pong\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PongH\x00\x42\n\n\x08response2\xa6\x01\n\rPolicyService\x12L\n\x07GetInfo\x12\x1f.moria.policy.v1.GetInfoRequest\x1a .moria.policy.v1.GetInfoResponse\x12G\n\x04Play\x12\x1c.moria.policy.v1.PlayRequest\x1a\x1d.moria.policy.v1.PlayResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,35 +36,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETINFOREQUEST']._serialized_start=116
   _globals['_GETINFOREQUEST']._serialized_end=179
   _globals['_GETINFORESPONSE']._serialized_start=182
-  _globals['_GETINFORESPONSE']._serialized_end=367
-  _globals['_BEGIN']._serialized_start=370
-  _globals['_BEGIN']._serialized_end=712
-  _globals['_DEMONSTRATION']._serialized_start=715
-  _globals['_DEMONSTRATION']._serialized_end=846
-  _globals['_DEMONSTRATIONSTEP']._serialized_start=848
-  _globals['_DEMONSTRATIONSTEP']._serialized_end=920
-  _globals['_OBSERVE']._serialized_start=923
-  _globals['_OBSERVE']._serialized_end=1056
-  _globals['_END']._serialized_start=1058
-  _globals['_END']._serialized_end=1113
-  _globals['_PING']._serialized_start=1115
-  _globals['_PING']._serialized_end=1121
-  _globals['_PONG']._serialized_start=1123
-  _globals['_PONG']._serialized_end=1129
-  _globals['_PLAYREQUEST']._serialized_start=1132
-  _globals['_PLAYREQUEST']._serialized_end=1318
-  _globals['_READY']._serialized_start=1320
-  _globals['_READY']._serialized_end=1429
-  _globals['_PROTOCOL']._serialized_start=1432
-  _globals['_PROTOCOL']._serialized_end=1626
-  _globals['_GENERATION']._serialized_start=1628
-  _globals['_GENERATION']._serialized_end=1702
-  _globals['_ACT']._serialized_start=1705
-  _globals['_ACT']._serialized_end=1967
-  _globals['_ENDED']._serialized_start=1969
-  _globals['_ENDED']._serialized_end=2021
-  _globals['_PLAYRESPONSE']._serialized_start=2024
-  _globals['_PLAYRESPONSE']._serialized_end=2208
-  _globals['_POLICYSERVICE']._serialized_start=2211
-  _globals['_POLICYSERVICE']._serialized_end=2377
+  _globals['_GETINFORESPONSE']._serialized_end=421
+  _globals['_STRATEGYINFO']._serialized_start=423
+  _globals['_STRATEGYINFO']._serialized_end=517
+  _globals['_BEGIN']._serialized_start=520
+  _globals['_BEGIN']._serialized_end=862
+  _globals['_DEMONSTRATION']._serialized_start=865
+  _globals['_DEMONSTRATION']._serialized_end=996
+  _globals['_DEMONSTRATIONSTEP']._serialized_start=998
+  _globals['_DEMONSTRATIONSTEP']._serialized_end=1070
+  _globals['_OBSERVE']._serialized_start=1073
+  _globals['_OBSERVE']._serialized_end=1206
+  _globals['_END']._serialized_start=1208
+  _globals['_END']._serialized_end=1263
+  _globals['_PING']._serialized_start=1265
+  _globals['_PING']._serialized_end=1271
+  _globals['_PONG']._serialized_start=1273
+  _globals['_PONG']._serialized_end=1279
+  _globals['_PLAYREQUEST']._serialized_start=1282
+  _globals['_PLAYREQUEST']._serialized_end=1468
+  _globals['_READY']._serialized_start=1470
+  _globals['_READY']._serialized_end=1579
+  _globals['_PROTOCOL']._serialized_start=1582
+  _globals['_PROTOCOL']._serialized_end=1776
+  _globals['_GENERATION']._serialized_start=1778
+  _globals['_GENERATION']._serialized_end=1852
+  _globals['_ACT']._serialized_start=1855
+  _globals['_ACT']._serialized_end=2117
+  _globals['_ENDED']._serialized_start=2119
+  _globals['_ENDED']._serialized_end=2171
+  _globals['_PLAYRESPONSE']._serialized_start=2174
+  _globals['_PLAYRESPONSE']._serialized_end=2358
+  _globals['_POLICYSERVICE']._serialized_start=2361
+  _globals['_POLICYSERVICE']._serialized_end=2527
 # @@protoc_insertion_point(module_scope)

@@ -15,7 +15,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self, check_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
-    __slots__ = ("version", "strategies", "backends", "capacity", "active_streams", "config_errors", "draining")
+    __slots__ = ("version", "strategies", "backends", "capacity", "active_streams", "config_errors", "draining", "strategy_info")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STRATEGIES_FIELD_NUMBER: _ClassVar[int]
     BACKENDS_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,7 @@ class GetInfoResponse(_message.Message):
     ACTIVE_STREAMS_FIELD_NUMBER: _ClassVar[int]
     CONFIG_ERRORS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_INFO_FIELD_NUMBER: _ClassVar[int]
     version: _types_pb2.VersionInfo
     strategies: _containers.RepeatedScalarFieldContainer[str]
     backends: _containers.RepeatedScalarFieldContainer[str]
@@ -30,7 +31,20 @@ class GetInfoResponse(_message.Message):
     active_streams: int
     config_errors: _containers.RepeatedScalarFieldContainer[str]
     draining: bool
-    def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., strategies: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_streams: _Optional[int] = ..., config_errors: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ...) -> None: ...
+    strategy_info: _containers.RepeatedCompositeFieldContainer[StrategyInfo]
+    def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., strategies: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_streams: _Optional[int] = ..., config_errors: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ..., strategy_info: _Optional[_Iterable[_Union[StrategyInfo, _Mapping]]] = ...) -> None: ...
+
+class StrategyInfo(_message.Message):
+    __slots__ = ("name", "calls_model", "reads_tensors", "keeps_images")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CALLS_MODEL_FIELD_NUMBER: _ClassVar[int]
+    READS_TENSORS_FIELD_NUMBER: _ClassVar[int]
+    KEEPS_IMAGES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    calls_model: bool
+    reads_tensors: bool
+    keeps_images: bool
+    def __init__(self, name: _Optional[str] = ..., calls_model: _Optional[bool] = ..., reads_tensors: _Optional[bool] = ..., keeps_images: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
     __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts", "observation")

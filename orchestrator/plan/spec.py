@@ -7,7 +7,8 @@ lines carry over (``eval.num_episodes.babyai=2``, ``envs.names=babyai``,
 stack).
 
 Loading: YAML/JSON file, then dotted ``key=value`` overrides in Hydra's syntax (see
-``orchestrator.overrides``). Any unknown key or bad value raises ``SpecError`` naming the key and
+``orchestrator.plan.overrides``). Any unknown key or bad value raises ``SpecError`` naming the
+key and
 what is allowed.
 """
 
@@ -37,7 +38,13 @@ from moria.config import AgentConfig, ClientConfig
 from moria.families import FamilyManifest, default_tasks, families
 from moria.quoting import quote, quote_names
 from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
-from orchestrator import balrog, mosaic
+from orchestrator.plan.overrides import apply_overrides
+from orchestrator.plan.worker_config import (
+    WorkerConfigError,
+    is_worker_config,
+    worker_spec_data,
+)
+from orchestrator.suites import balrog, mosaic
 
 #: Env families the orchestrator knows how to evaluate, with their episodes per task (BALROG's
 #: for its six envs).
@@ -106,7 +113,8 @@ class EvalConfig(_Strict):
         default=None,
         description="price table for the cost estimate: a YAML file path, or the table "
                     "inline ({as_of, currency, models: {name: {input, output, cached_input}}}); "
-                    "default: the one shipped in orchestrator/prices.yaml. A run submitted to "
+                    "default: the one shipped in orchestrator/suites/prices.yaml. A run submitted "
+                     "to "
                     "the orchestrator service takes an inline table or a file name under the "
                     "service's --prices-dir")
     num_samples: int | None = Field(
@@ -365,13 +373,10 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
     """Load a RunSpec from an optional YAML/JSON file plus ``key=value`` overrides.
 
     A file holding a BALROG worker config (a flat object with a ``worker`` key) is mapped onto
-    the run-spec sections first (``orchestrator.worker_config``).
+    the run-spec sections first (``orchestrator.plan.worker_config``).
 
     Raises SpecError with the offending key and the allowed values/keys.
     """
-    from orchestrator.overrides import apply_overrides
-    from orchestrator.worker_config import WorkerConfigError, is_worker_config, worker_spec_data
-
     data: dict[str, Any] = {}
     if path is not None:
         p = Path(path)

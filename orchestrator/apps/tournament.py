@@ -14,7 +14,7 @@
     endpoints: {}              # optional: running servers, as in a run spec
 
 Every pair of players meets in both seat orders. Each (pair, seat order) is one ordinary run
-(``orchestrator.runner.run_evaluation``) into ``<out>/<first>_vs_<second>/``, with
+(``orchestrator.core.runner.run_evaluation``) into ``<out>/<first>_vs_<second>/``, with
 ``eval.num_episodes.<env> = seeds``. Episode seeds derive from the run seed, env, task and
 index only, so every pairing plays the same seeds, and a rerun resumes: finished episodes are
 kept. With no endpoints, one local stack (env and agent server) serves the whole tournament.
@@ -22,7 +22,7 @@ kept. With no endpoints, one local stack (env and agent server) serves the whole
 Results come from the episode files only (``stats.outcome`` per agent id). Games that did not
 end normally (agent or env errors) are listed but count for nobody: they never enter the
 standings, the matrix or the ratings. Whether the tournament succeeded is decided by
-``orchestrator.outcome`` over every match's episode records (``TournamentResult.verdict``):
+``orchestrator.report.outcome`` over every match's episode records (``TournamentResult.verdict``):
 ``moria tournament`` exits 0 when every game was scored, 1 when any failed, naming how many
 and the first distinct errors. The standings give games,
 wins, draws, losses, the win rate (a draw counts half) with its 95% Wilson interval, and an
@@ -52,10 +52,10 @@ from rich.table import Table
 from moria.config import ClientConfig
 from moria.families import families
 from moria.files import atomic_write_text
-from orchestrator import mosaic
-from orchestrator.outcome import MAX_DISTINCT_ERRORS, RunVerdict, verdict
-from orchestrator.ratings import OUTCOME_SCORE, Rating, rate_games, wilson_interval
-from orchestrator.spec import (
+from orchestrator.core.runner import run_evaluation
+from orchestrator.core.stack import LocalStack
+from orchestrator.plan.overrides import apply_overrides
+from orchestrator.plan.spec import (
     EndpointsConfig,
     EnvsConfig,
     EvalConfig,
@@ -64,6 +64,10 @@ from orchestrator.spec import (
     TasksConfig,
     describe_errors,
 )
+from orchestrator.report.outcome import MAX_DISTINCT_ERRORS, RunVerdict, verdict
+from orchestrator.report.ratings import OUTCOME_SCORE, Rating, rate_games, wilson_interval
+from orchestrator.store.episodes import completed_keys, episode_paths, load_episodes
+from orchestrator.suites import mosaic
 
 #: Env families a tournament can run, with their tasks.
 SUPPORTED_ENVS: Final[dict[str, list[str]]] = {
@@ -284,8 +288,6 @@ def load_tournament(path: str | Path, overrides: list[str] | None = None) -> Tou
 
     Raises TournamentSpecError naming the offending key and the allowed keys or values.
     """
-    from orchestrator.overrides import apply_overrides
-
     p = Path(path)
     if not p.is_file():
         raise TournamentSpecError(f"tournament file not found: {p}")
@@ -337,8 +339,6 @@ def run_spec_for(spec: TournamentSpec, match: Match,
 
 def pending_matches(spec: TournamentSpec) -> list[Match]:
     """The matches with episodes still to play (no file, or one that did not end normally)."""
-    from orchestrator.results import completed_keys
-
     out = []
     for match in schedule(spec):
         run = run_spec_for(spec, match)
@@ -357,12 +357,9 @@ async def run_tournament(spec: TournamentSpec, *, console: Console | None = None
     play. Returns the TournamentResult; ``tournament.json`` and ``tournament.md`` are written.
 
     Raises:
-        orchestrator.runner.PreflightError: a server rejects a player's config or the seats.
-        orchestrator.stack.StackError: a local server failed.
+        orchestrator.core.runner.PreflightError: a server rejects a player's config or the seats.
+        orchestrator.core.stack.StackError: a local server failed.
     """
-    from orchestrator.runner import run_evaluation
-    from orchestrator.stack import LocalStack
-
     console = console or Console(stderr=True)
     out = spec.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -402,8 +399,6 @@ def collect_results(spec: TournamentSpec) -> TournamentResult:
     with its ``status`` and counts for nobody. The result's ``verdict`` is
     ``tournament_verdict``.
     """
-    from orchestrator.results import episode_paths
-
     matches = schedule(spec)
     by_pairing: dict[tuple[str, str], list[Match]] = {}
     for match in matches:
@@ -428,12 +423,10 @@ def collect_results(spec: TournamentSpec) -> TournamentResult:
 
 
 def tournament_verdict(spec: TournamentSpec) -> RunVerdict:
-    """``orchestrator.outcome.verdict`` over every match's episode records, for every planned
+    """``orchestrator.report.outcome.verdict`` over every match's episode records, for every planned
     game of every match. Each game is named ``<env>/<match folder>/<task>#<index>`` (its
     match's records are relabelled so that the same seed index of two matches stays two
     games), so distinct errors are counted over the whole tournament."""
-    from orchestrator.results import load_episodes
-
     records = []
     planned: list[tuple[str, str, int]] = []
     for match in schedule(spec):

@@ -1,8 +1,8 @@
 """The run service's durable event log and its JSON <-> protobuf conversions.
 
 One append-only JSON-lines file per run; line N is event sequence N (1-based), so sequences
-survive a restart. Telemetry lines the runner writes are tailed into it, each copy noting how
-far into its source file it was copied, so a restarted service copies only the rest.
+survive a restart. The service appends its own lifecycle events and the runner's events it
+receives from the run's event stream (``orchestrator.core.events``).
 """
 
 from __future__ import annotations
@@ -12,17 +12,15 @@ import json
 import logging
 import math
 import os
-import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from google.protobuf import struct_pb2
 
-from orchestrator.spec import RunSpec
-from orchestrator.telemetry import dumps
+from orchestrator.plan.spec import RunSpec
+from orchestrator.store.telemetry import dumps
 
-log = logging.getLogger("moria.orchestrator.service")
+log = logging.getLogger("moria.orchestrator.apps.service")
 
 _MAX_EXACT_INT: Final[int] = 2**53
 
@@ -64,14 +62,6 @@ def to_struct(data: dict[str, Any] | None) -> struct_pb2.Struct:
     return out
 
 
-def iso_to_unix(value: Any) -> float:
-    """Seconds since the epoch of an ISO-8601 timestamp (now, when it is not one)."""
-    try:
-        return datetime.fromisoformat(str(value)).timestamp()
-    except ValueError:
-        return time.time()
-
-
 def normalised_spec(spec: RunSpec) -> dict[str, Any]:
     """The spec as stored and compared: a JSON round trip of its scrubbed dump."""
     return dict(json.loads(dumps(spec.model_dump(mode="json"))))
@@ -88,17 +78,15 @@ class EventLog:
     """The durable, ordered event log of one run: ``service_events.jsonl``, one JSON object per
     line, line N (1-based) being the event of sequence N.
 
-    Each line holds ``sequence``, ``type``, ``ts`` (Unix seconds), ``payload`` and, for events
-    copied from the runner's telemetry, ``source`` = ``{"file": "events"|"episodes", "end":
-    byte offset}``. Appends are flushed and fsynced before they become visible to readers.
+    Each line holds ``sequence``, ``type``, ``ts`` (Unix seconds) and ``payload`` (logs written
+    by earlier versions may also hold a ``source``, which is ignored). Appends are flushed and
+    fsynced before they become visible to readers.
     Must be used from one event loop (the server's).
     """
 
     def __init__(self, path: Path):
         self.path = path
         self.events: list[dict[str, Any]] = []
-        #: telemetry source -> bytes of it already copied into the log
-        self.offsets: dict[str, int] = {}
         self._changed = asyncio.Event()
 
     @classmethod
@@ -127,10 +115,6 @@ class EventLog:
                 event = {"type": "unreadable", "ts": 0.0, "payload": {}}
             event["sequence"] = number
             events.events.append(event)
-            source = event.get("source")
-            if isinstance(source, dict) and isinstance(source.get("end"), int):
-                name = str(source.get("file"))
-                events.offsets[name] = max(events.offsets.get(name, 0), source["end"])
         return events
 
     @property
@@ -143,64 +127,21 @@ class EventLog:
         """An event set at the next append (take it before reading ``events``)."""
         return self._changed
 
-    def append(self, items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]],
-               ) -> None:
-        """Append ``(type, unix ts, payload, source)`` items in order, durably. Raises OSError."""
+    def append(self, items: list[tuple[str, float, dict[str, Any]]]) -> None:
+        """Append ``(type, unix ts, payload)`` items in order, durably. Raises OSError."""
         if not items:
             return
         new: list[dict[str, Any]] = []
-        for kind, ts, payload, source in items:
+        for kind, ts, payload in items:
             event: dict[str, Any] = {"sequence": len(self.events) + len(new) + 1, "type": kind,
                                      "ts": ts, "payload": payload}
-            if source is not None:
-                event["source"] = source
             new.append(json.loads(dumps(event)))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8", newline="\n") as handle:
             handle.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in new))
             handle.flush()
             os.fsync(handle.fileno())
-        for event in new:
-            self.events.append(event)
-            source = event.get("source")
-            if source is not None:
-                self.offsets[source["file"]] = source["end"]
+        self.events.extend(new)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-
-
-def read_telemetry(path: Path, offset: int) -> list[tuple[int, dict[str, Any]]]:
-    """The complete JSON lines of ``path`` after byte ``offset``, as (end offset, object).
-
-    A line that does not parse (a crash cut it, then a resumed run appended to it) is read from
-    its last ``{"ts"`` on, else skipped. A missing file reads as empty."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return []
-    out: list[tuple[int, dict[str, Any]]] = []
-    position = offset
-    for raw in data[:data.rfind(b"\n") + 1].splitlines(keepends=True):
-        position += len(raw)
-        line = _parse_line(raw)
-        if line is None:
-            log.warning("%s: skipping an unreadable telemetry line ending at byte %d", path,
-                        position)
-            continue
-        out.append((position, line))
-    return out
-
-
-def _parse_line(raw: bytes) -> dict[str, Any] | None:
-    for candidate in (raw, raw[raw.rfind(b'{"ts"'):] if b'{"ts"' in raw else b""):
-        try:
-            line = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(line, dict) and "type" in line:
-            return line
-    return None
-
 

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from moria.clients import EnvClient, close_channels
-from orchestrator.spec import DEFAULT_NUM_EPISODES
-from orchestrator.stack import LocalStack
+from orchestrator.core.stack import LocalStack
+from orchestrator.plan.spec import DEFAULT_NUM_EPISODES
 
 
 async def _fetch(env: str, endpoint: str) -> list[tuple[str, str, int, str, str]]:

@@ -25,7 +25,7 @@ from typing import Any
 from rich.table import Table
 
 from moria.families import families
-from orchestrator.records import EpisodeRecord
+from orchestrator.store.records import EpisodeRecord
 
 #: One row of a match table (JSON-able; ``side`` and ``lineup`` identify it).
 Row = dict[str, Any]

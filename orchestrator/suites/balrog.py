@@ -26,7 +26,7 @@ EPISODES_PER_TASK: dict[str, int] = {
     env: families.families()[env].suites["balrog"].episodes_per_task for env in SUITE_ENVS}
 
 #: Envs whose episode seed selects one of n fixed games by ``seed mod n``: env -> n. The
-#: orchestrator aligns episode i's seed on game i mod n (``runner.derive_seed``).
+#: orchestrator aligns episode i's seed on game i mod n (``seeds.derive_seed``).
 SEED_CYCLES: dict[str, int] = families.seed_cycles()
 
 #: The evaluation tasks of each environment (BALROG's config).

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,12 +43,16 @@ from moria.env.v1 import env_service_pb2 as env_pb
 from moria.observations import observation_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.prompting import protocol_dict
-from orchestrator.accounting import add_usage
-from orchestrator.balrog import BALROG_TEXT_ENVS
-from orchestrator.demos import MissingDemonstrationsError, evaluation_seeds, load_demonstrations
-from orchestrator.protocol_record import saved_check
-from orchestrator.records import EndReason, EpisodeRecord, StepRecord
-from orchestrator.spec import RunSpec
+from orchestrator.plan.spec import RunSpec
+from orchestrator.report.accounting import add_usage
+from orchestrator.store.demos import (
+    MissingDemonstrationsError,
+    evaluation_seeds,
+    load_demonstrations,
+)
+from orchestrator.store.protocol_record import saved_check
+from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
+from orchestrator.suites.balrog import BALROG_TEXT_ENVS
 
 _END_REASONS: dict[Any, EndReason] = {
     types_pb2.END_REASON_TERMINATED: "terminated",
@@ -312,13 +317,17 @@ class _Collected:
         return record
 
 
+#: Awaited after each agent turn of ``run_episode`` with the episode's plan and the turn.
+StepCallback = Callable[["EpisodePlan", StepRecord], Awaitable[None]]
+
+
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                       model_slots: asyncio.Semaphore | None = None,
-                      on_step: Any = None) -> EpisodeRecord:
+                      on_step: StepCallback | None = None) -> EpisodeRecord:
     """Play one episode to its end and return its record.
 
-    ``model_slots`` bounds in-flight model calls on the policy endpoint; ``on_step(plan,
-    record)`` is called after each agent turn (telemetry). Each step has
+    ``model_slots`` bounds in-flight model calls on the policy endpoint; ``await on_step(plan,
+    record)`` follows each agent turn (the runner's ``step`` event). Each step has
     ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
     ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
     Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
@@ -335,7 +344,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                 for turn in await driver.step():
                     record = kept.add(turn)
                     if record is not None and on_step is not None:
-                        on_step(plan, record)
+                        await on_step(plan, record)
     except TimeoutError:
         ending = "cancelled"
         late = (f"the episode missed its deadline of {spec.eval.episode_timeout_s:g} s "

@@ -38,6 +38,7 @@ from moria.security import (
     open_channel,
     transport_security,
 )
+from orchestrator.store.run_events import to_struct
 
 log = logging.getLogger("moria.remote")
 T = TypeVar("T")
@@ -108,8 +109,6 @@ class OrchestratorClient:
         """Submit ``spec`` (a run-spec dict, as the YAML holds it) under ``run_id`` (empty: the
         server's choice or the spec's eval.run_id). Retried on UNAVAILABLE: resubmitting the
         same spec and id is idempotent at the server."""
-        from orchestrator.run_events import to_struct
-
         request = pb.SubmitRunRequest(spec=to_struct(spec), run_id=run_id)
         return await self.call(lambda: self._stub.SubmitRun(request, timeout=timeout))
 

@@ -3,8 +3,8 @@
 For each (env, task) it opens env sessions with the oracle option (``OpenRequest.oracle``) and
 plays the ``expert_action`` hint of every observation, exactly what the ``oracle`` agent plays,
 but without a policy server. An episode is kept only when it ends with progression 1.0; kept
-episodes are appended to ``<out>/<env>/<task>.jsonl`` (format: ``orchestrator.demos``,
-docs/demos.md). The env servers are the local stack (``orchestrator.stack.LocalStack``, env
+episodes are appended to ``<out>/<env>/<task>.jsonl`` (format: ``orchestrator.store.demos``,
+docs/demos.md). The env servers are the local stack (``orchestrator.core.stack.LocalStack``, env
 server only) unless ``endpoints.env.<env>`` is set with ``--set``.
 
 Seeds come from the demo namespace (``demos.demo_seed``), never from a run seed. ``--episodes N``
@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from moria.env.v1 import env_service_pb2 as env_pb
-    from orchestrator.demos import DemoRecord
-    from orchestrator.spec import RunSpec
+    from orchestrator.plan.spec import RunSpec
+    from orchestrator.store.demos import DemoRecord
 
 #: Default demos wanted per task.
 DEFAULT_EPISODES = 3
@@ -127,8 +127,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _resolve(args: argparse.Namespace) -> tuple[RunSpec, list[tuple[str, str]], Path]:
     """(the spec, the (env, task) plan, the demo folder). Raises ValueError on bad usage."""
-    from orchestrator.demos import ORACLE_SOURCES, demos_dir
-    from orchestrator.spec import DEFAULT_NUM_EPISODES, load_spec
+    from orchestrator.plan.spec import DEFAULT_NUM_EPISODES, load_spec
+    from orchestrator.store.demos import ORACLE_SOURCES, demos_dir
 
     envs = list(dict.fromkeys(args.env))
     for env in envs:
@@ -190,7 +190,7 @@ async def record_demos(spec: RunSpec, plan: list[tuple[str, str]], *, episodes: 
     from rich.console import Console
 
     from moria.clients import EnvClient, close_channels
-    from orchestrator.stack import LocalStack, StackError
+    from orchestrator.core.stack import LocalStack, StackError
 
     console = console or Console(stderr=True)
     envs = list(dict.fromkeys(env for env, _ in plan))
@@ -241,7 +241,7 @@ async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[
         TimeElapsedColumn,
     )
 
-    from orchestrator.demos import DemoFormatError, demo_file, read_demos
+    from orchestrator.store.demos import DemoFormatError, demo_file, read_demos
 
     outcomes = []
     for env, task in plan:
@@ -276,8 +276,8 @@ async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[
 async def _record_task(spec: RunSpec, outcome: TaskOutcome, known: set[int], target: str,
                        versions: dict[str, str], max_attempts: int | None,
                        slots: asyncio.Semaphore, progress: Progress, bar: TaskID) -> None:
-    from orchestrator.demos import append_demos, demo_seed
-    from orchestrator.episode import EpisodeSetupError
+    from orchestrator.core.episode import EpisodeSetupError
+    from orchestrator.store.demos import append_demos, demo_seed
 
     if outcome.problem:
         return
@@ -328,8 +328,8 @@ async def play_oracle_episode(target: str, spec: RunSpec, env: str, task: str, s
     from moria.clients import EnvClient
     from moria.codecs import dict_from_struct
     from moria.common.v1 import types_pb2
-    from orchestrator.demos import ORACLE_SOURCES, DemoRecord, DemoStepRecord
-    from orchestrator.episode import EpisodePlan, InfrastructureFault, open_env
+    from orchestrator.core.episode import EpisodePlan, InfrastructureFault, open_env
+    from orchestrator.store.demos import ORACLE_SOURCES, DemoRecord, DemoStepRecord
 
     plan = EpisodePlan(run_id="record-demos", env=env, task=task, episode_index=0, seed=seed,
                        env_target=target, policy_target="")

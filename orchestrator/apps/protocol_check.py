@@ -44,16 +44,16 @@ from moria.balrog_source import (
     load_balrog_source,
 )
 from moria.config import BALROG_AGENT_TYPES, AgentConfig, ClientConfig
-from orchestrator.episode import (
+from orchestrator.core.episode import (
     EpisodeDriver,
     EpisodePlan,
     EpisodeSetupError,
     InfrastructureFault,
     Turn,
 )
-from orchestrator.protocol_record import save_check
-from orchestrator.spec import RunSpec
-from orchestrator.stack import LocalStack
+from orchestrator.core.stack import LocalStack
+from orchestrator.plan.spec import RunSpec
+from orchestrator.store.protocol_record import save_check
 
 #: The env -> task each check plays by default (one of BALROG's tasks of that env).
 DEFAULT_TASKS: dict[str, str] = {

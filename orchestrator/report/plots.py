@@ -4,7 +4,8 @@ prompting protocol only, BALROG's published numbers beside them.
 Left panel: one group of bars per environment (and their average when there are several): this
 run's progression % with its standard error as an error bar; every x label gives the episodes
 behind the bar (``n=``). When the summary's ``protocol`` section names ``balrog``, the published
-figures of the reference models in :data:`orchestrator.balrog.PUBLISHED` (LLM mode, naive agent,
+figures of the reference models in :data:`orchestrator.suites.balrog.PUBLISHED` (LLM mode, naive
+agent,
 16-step history; their average recomputed over the same envs as the run) stand beside each bar
 and the title names the BALROG commit. Any other protocol (Moria's own, a mix, or a summary
 without the section) draws the run alone, titled as not comparable with BALROG's leaderboard.
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moria.files import atomic_path
-from orchestrator.balrog import PUBLISHED
-from orchestrator.records import DEFAULT_PROTOCOL
-from orchestrator.results import commit_label
+from orchestrator.report.tables import commit_label
+from orchestrator.store.records import DEFAULT_PROTOCOL
+from orchestrator.suites.balrog import PUBLISHED
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

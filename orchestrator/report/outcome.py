@@ -10,7 +10,8 @@ what the invocation happened to see. The rules:
   ``env_error`` (an infrastructure fault after its retries counts here), ``cancelled``, or has no
   record at all. The verdict names how many of each and the first distinct error messages.
 
-Failed episodes are never scored (``orchestrator.results``); rerunning into the same directory
+Failed episodes are never scored (``orchestrator.report.summary``); rerunning into the same
+directory
 plays them again. Usage errors (bad config, bad input) are exit code 2 and never reach this
 module: they stop a run before its first episode.
 """
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from orchestrator.records import EpisodeRecord
+from orchestrator.store.records import EpisodeRecord
 
 #: How many distinct error messages a verdict keeps (the first ones, in episode order).
 MAX_DISTINCT_ERRORS: Final[int] = 5

@@ -15,7 +15,8 @@ Every line starts with ``ts`` (ISO-8601, UTC), ``run_id`` and ``type``. Each lin
 single ``write`` call under a lock and flushed at once, so lines never interleave within one
 process (threads or asyncio tasks) and a crash loses at most the line being written.
 
-Secrets never reach a file: ``scrub`` is applied to every line, and ``orchestrator.results`` uses
+Secrets never reach a file: ``scrub`` is applied to every line, and ``orchestrator.store.episodes``
+uses
 it for episode files and summaries too.
 """
 
@@ -33,7 +34,7 @@ from typing import IO, Any, Final, Self
 
 from pydantic import BaseModel
 
-from orchestrator.records import EpisodeRecord, StepRecord
+from orchestrator.store.records import EpisodeRecord, StepRecord
 
 #: A key whose (lower-cased) name contains one of these holds a secret when its value is text.
 SECRET_KEY_PARTS: Final[tuple[str, ...]] = (

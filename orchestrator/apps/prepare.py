@@ -33,7 +33,7 @@ from rich.progress import (
 )
 
 from moria.config import NON_MODEL_AGENT_TYPES
-from orchestrator.spec import RunSpec
+from orchestrator.plan.spec import RunSpec
 
 log = logging.getLogger("moria.prepare")
 
@@ -164,7 +164,7 @@ def sources_for(names: Iterable[str]) -> list[Source]:
     for name in names:
         matches = [s for s in SOURCES.values() if name == s.name or name in s.envs]
         if not matches:
-            from orchestrator.spec import DEFAULT_NUM_EPISODES
+            from orchestrator.plan.spec import DEFAULT_NUM_EPISODES
 
             if name in DEFAULT_NUM_EPISODES:
                 continue  # a known env with nothing to build (babyai, crafter, ...)
@@ -179,7 +179,7 @@ def items_for_spec(spec: RunSpec) -> list[DataItem]:
 
     Env data is skipped when the run uses remote endpoints (those servers have their own).
     """
-    from orchestrator.runner import derive_seed
+    from orchestrator.plan.seeds import derive_seed
 
     items: list[DataItem] = []
     seen: set[tuple[str, str]] = set()

@@ -3,7 +3,7 @@
 ``moria serve orchestrator [--state-dir DIR] [--address 0.0.0.0:50070]
 [--max-concurrent-runs N]`` (plus the shared server flags: TLS, token, metrics, grace) serves
 ``moria.orchestrator.v1.OrchestratorService``. A submitted run spec is validated like
-``moria eval``'s, then executed by ``orchestrator.runner.run_evaluation`` in a worker thread
+``moria eval``'s, then executed by ``orchestrator.core.runner.run_evaluation`` in a worker thread
 with its own event loop (so a run's blocking work and its gRPC channels never touch the
 server's loop). At most ``max_concurrent_runs`` runs execute at once; the others wait, first in
 first out.
@@ -25,12 +25,13 @@ which is why the service's record is ``service.json``.
 
 The event log merges, in one durable order, the service's lifecycle events (``submitted``,
 ``running``, ``resumed``, ``interrupted``, ``completed``, ``failed``, ``cancelled``) with the
-runner's telemetry, tailed from ``<run_id>_events.jsonl`` (``run_started``,
-``episode_started``, ``episode_retried``, ``run_finished``) and ``<run_id>_episodes.jsonl``
-(one ``episode_finished`` per written episode, carrying ``episodes_done``/``episodes_total``).
-Each tailed line records the byte offset it was copied up to, so a restarted server copies what
-it had not copied yet: nothing is lost or repeated. A line cut by a crash is dropped when the
-log is loaded, so sequence numbers stay dense.
+runner's own events, which the service receives from the run's event stream
+(``orchestrator.core.events``) as a subscriber beside the result and telemetry files:
+``run_started``, ``episode_started``, ``episode_retried``, ``run_finished``, and one
+``episode_finished`` per written episode, carrying ``episodes_done``/``episodes_total`` (the
+per-turn ``step`` events stay in the telemetry files). The service never reads its runs' files
+to learn what happened. A line cut by a crash is dropped when the log is loaded, so sequence
+numbers stay dense.
 
 Run states: queued -> running -> succeeded | failed | cancelled. A run whose episodes partly
 failed (``env_error``/``agent_error`` results) ends ``failed``; resubmitting the same spec under
@@ -48,7 +49,6 @@ import base64
 import binascii
 import concurrent.futures
 import contextlib
-import heapq
 import json
 import logging
 import re
@@ -73,21 +73,22 @@ from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.quoting import quote
 from moria.server import Drain, bounded_message
-from orchestrator.records import SCORED_END_REASONS
-from orchestrator.results import completed_keys
-from orchestrator.run_events import (
+from orchestrator.core.events import EventSink, RunEvent
+from orchestrator.core.runner import PreflightError, run_evaluation
+from orchestrator.core.stack import StackError
+from orchestrator.plan.spec import RunSpec, SpecError, validate_spec
+from orchestrator.store.episodes import completed_keys
+from orchestrator.store.records import SCORED_END_REASONS
+from orchestrator.store.run_events import (
     EventLog,
     comparable_spec,
     integral_numbers,
-    iso_to_unix,
     normalised_spec,
-    read_telemetry,
     to_struct,
 )
-from orchestrator.spec import RunSpec, SpecError, validate_spec
-from orchestrator.telemetry import dumps, scrub
+from orchestrator.store.telemetry import dumps, scrub
 
-log = logging.getLogger("moria.orchestrator.service")
+log = logging.getLogger("moria.orchestrator.apps.service")
 
 #: Run ids: a plain file name (letters, digits, '.', '_', '-'), 1 to 64 characters.
 RUN_ID_PATTERN: Final[re.Pattern[str]] = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -123,9 +124,6 @@ MAX_PAGE_SIZE: Final[int] = 1000
 EPISODE_EVENT_FIELDS: Final[tuple[str, ...]] = (
     "env", "task", "episode_index", "seed", "end_reason", "progression", "num_steps",
     "episode_return", "attempts", "error", "wall_time_s")
-#: Telemetry files tailed into the event log: source name -> file name suffix.
-TELEMETRY_SOURCES: Final[dict[str, str]] = {"events": "_events.jsonl",
-                                            "episodes": "_episodes.jsonl"}
 
 
 class RunServiceError(Exception):
@@ -148,10 +146,9 @@ class _ThreadRun:
         self._task: asyncio.Task[Any] | None = None
         self._cancelled = False
 
-    def run(self, spec: RunSpec) -> tuple[str, Any]:
-        """Run ``spec``; returns ("ok", RunOutcome), ("cancelled", None) or ("error", text)."""
-        from orchestrator.runner import run_evaluation
-
+    def run(self, spec: RunSpec, sink: EventSink) -> tuple[str, Any]:
+        """Run ``spec`` with ``sink`` subscribed to its events (called on this thread); returns
+        ("ok", RunOutcome), ("cancelled", None) or ("error", text)."""
         async def main() -> Any:
             with self._lock:
                 if self._cancelled:
@@ -160,7 +157,7 @@ class _ThreadRun:
                 self._task = asyncio.current_task()
             try:
                 return await run_evaluation(spec, console=Console(quiet=True),
-                                            show_progress=False)
+                                            show_progress=False, sinks=[sink])
             finally:  # while the loop still runs: a later cancel() finds nothing to cancel
                 with self._lock:
                     self._loop = self._task = None
@@ -170,9 +167,6 @@ class _ThreadRun:
         except (asyncio.CancelledError, KeyboardInterrupt):
             return "cancelled", None
         except Exception as exc:
-            from orchestrator.runner import PreflightError
-            from orchestrator.stack import StackError
-
             if isinstance(exc, PreflightError | StackError):
                 return "error", str(exc)
             log.exception("run %s failed", spec.eval.run_id)
@@ -245,7 +239,6 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
 
     ``drain``: the server's drain state (submissions and event streams answer UNAVAILABLE once
     it drains). ``max_concurrent_runs`` (>= 1): runs executing at once, the rest queue FIFO.
-    ``poll_interval_s``: how often a running run's telemetry files are tailed.
     ``registry``: Prometheus registry for the ``moria_orchestrator_*`` metrics (None: a new
     one, at ``self.registry``). ``prices_dir``: the folder whose YAML files a submitted
     ``eval.prices`` may name (None: only inline price tables are taken). ``token_envs``: the
@@ -257,7 +250,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     """
 
     def __init__(self, state_dir: str | Path, *, drain: Drain | None = None,
-                 max_concurrent_runs: int = 1, poll_interval_s: float = 0.2,
+                 max_concurrent_runs: int = 1,
                  registry: CollectorRegistry | None = None,
                  prices_dir: str | Path | None = None,
                  token_envs: Iterable[str] = DEFAULT_TOKEN_ENVS):
@@ -268,7 +261,6 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         self.token_envs = frozenset(token_envs)
         self.drain = drain or Drain()
         self.max_concurrent_runs = max_concurrent_runs
-        self.poll_interval_s = poll_interval_s
         self.runs: dict[str, RunEntry] = {}
         self._pending: deque[str] = deque()
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -307,7 +299,6 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         for entry in sorted(resumed, key=lambda e: (e.created_at, e.run_id)):
             previous = entry.state
             entry.done_keys = await self._completed(entry)
-            self._copy_telemetry(entry)  # what the last process had not copied yet
             self._set_state(entry, QUEUED)
             self._log(entry, "resumed", previous_state=previous,
                       episodes_done=len(entry.done_keys), episodes_total=entry.episodes_total)
@@ -378,14 +369,15 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         self._set_state(entry, RUNNING)
         self._log(entry, "running", episodes_total=entry.episodes_total,
                   episodes_done=len(entry.done_keys), output_dir=str(entry.directory))
-        follower = asyncio.create_task(self._follow_telemetry(entry))
-        try:
-            loop = asyncio.get_running_loop()
-            kind, value = await loop.run_in_executor(self._executor, entry.handle.run, spec)
-        finally:
-            follower.cancel()
-            await asyncio.gather(follower, return_exceptions=True)
-        self._copy_telemetry(entry)
+        loop = asyncio.get_running_loop()
+
+        def forward(event: RunEvent) -> None:  # on the run's thread; handled on this loop
+            with contextlib.suppress(RuntimeError):  # this loop closed: the server is gone
+                loop.call_soon_threadsafe(self._on_run_event, entry, event)
+
+        # The run's last forwarded events are scheduled before the executor's result, so
+        # they are in the log when the await returns.
+        kind, value = await loop.run_in_executor(self._executor, entry.handle.run, spec, forward)
         entry.done_keys = await self._completed(entry)
         counts: dict[str, Any] = {"episodes_done": len(entry.done_keys),
                                   "episodes_total": entry.episodes_total}
@@ -420,51 +412,36 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         return await asyncio.to_thread(
             lambda: {key for key in completed_keys(entry.directory) if spec.plans(key)})
 
-    async def _follow_telemetry(self, entry: RunEntry) -> None:
-        while True:
-            await asyncio.sleep(self.poll_interval_s)
-            try:
-                self._copy_telemetry(entry)
-            except OSError as exc:
-                log.warning("run %s: cannot tail telemetry: %s", entry.run_id, exc)
-
-    def _copy_telemetry(self, entry: RunEntry) -> None:
-        """Append the runner's telemetry lines not copied yet, merged in time order (each
-        file's own order kept)."""
-        batches = []
-        for source, suffix in TELEMETRY_SOURCES.items():
-            path = entry.directory / f"{entry.run_id}{suffix}"
-            lines = read_telemetry(path, entry.events.offsets.get(source, 0))
-            batches.append([(iso_to_unix(line.get("ts")), n, source, end, line)
-                            for n, (end, line) in enumerate(lines)])
-        merged = heapq.merge(*batches, key=lambda item: item[0])  # each file's order kept
-        items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]] = []
-        for ts, _, source, end, line in merged:
-            payload = {k: v for k, v in line.items() if k not in ("ts", "run_id", "type")}
-            kind = str(line["type"])
-            if source == "episodes":
-                kind = "episode_finished"
-                payload = {k: payload[k] for k in EPISODE_EVENT_FIELDS if k in payload}
-                if entry.done_keys is None:
-                    entry.done_keys = set()
-                key = (str(payload.get("env")), str(payload.get("task")),
-                       int(payload.get("episode_index", -1)))
-                if payload.get("end_reason") in SCORED_END_REASONS:
-                    entry.done_keys.add(key)
-                payload["episodes_done"] = len(entry.done_keys)
-                payload["episodes_total"] = entry.episodes_total
-            items.append((kind, ts, payload, {"file": source, "end": end}))
-        self._append(entry, items)
+    def _on_run_event(self, entry: RunEntry, event: RunEvent) -> None:
+        """Log one event of the run's stream (``step`` events stay in the telemetry files);
+        an ``episode_finished`` carries the episode's main fields and the progress counts."""
+        if event.kind == "step":
+            return
+        payload = dict(event.fields)
+        if event.kind == "episode_finished" and event.episode is not None:
+            record = event.episode
+            fields = record.summary_fields()
+            payload = {k: fields[k] for k in EPISODE_EVENT_FIELDS if k in fields}
+            if entry.done_keys is None:
+                entry.done_keys = set()
+            if record.end_reason in SCORED_END_REASONS:
+                entry.done_keys.add(record.key)
+            payload["episodes_done"] = len(entry.done_keys)
+            payload["episodes_total"] = entry.episodes_total
+        try:
+            self._append(entry, [(event.kind, event.time, payload)])
+        except OSError as exc:
+            log.warning("run %s: cannot log event %s: %s", entry.run_id, event.kind, exc)
 
     # -- state changes --------------------------------------------------------------------------
     def _append(self, entry: RunEntry,
-                items: list[tuple[str, float, dict[str, Any], dict[str, Any] | None]]) -> None:
+                items: list[tuple[str, float, dict[str, Any]]]) -> None:
         entry.events.append(items)
         for kind, *_ in items:
             self._events_counter.labels(kind).inc()
 
     def _log(self, entry: RunEntry, kind: str, **payload: Any) -> None:
-        self._append(entry, [(kind, time.time(), payload, None)])
+        self._append(entry, [(kind, time.time(), payload)])
 
     def _touch(self, entry: RunEntry) -> None:
         entry.updated_at = time.time()
@@ -505,7 +482,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         """The run id and validated spec of a submission; CPU-bound (run it off the loop).
 
         Raises RunServiceError INVALID_ARGUMENT for a spec over ``MAX_SPEC_BYTES``, over the
-        spec bounds (``orchestrator.spec.check_spec_size``, ``MAX_EPISODES``), invalid, with a
+        spec bounds (``orchestrator.plan.spec.check_spec_size``, ``MAX_EPISODES``), invalid, with a
         bad run id, or with an ``eval.prices`` file outside ``--prices-dir``. Every message
         quotes the request bounded (``moria.quoting``)."""
         size = request.spec.ByteSize()
@@ -769,7 +746,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m orchestrator.service [serve] [flags]``."""
+    """Entry point: ``python -m orchestrator.apps.service [serve] [flags]``."""
     from moria.server import server_main
 
     return server_main(build_parser, serve, argv)

@@ -15,7 +15,7 @@
     moria eval --remote ADDR [KEY=VALUE ...]          submit the run to an orchestrator service
                                                       and follow it
 
-Exit codes (``orchestrator.outcome``; docs/outcomes.md): 0 every planned episode was scored;
+Exit codes (``orchestrator.report.outcome``; docs/outcomes.md): 0 every planned episode was scored;
 1 some episode failed (agent_error, env_error, cancelled; the count and the first distinct
 errors are printed last and kept in summary.json) or a local server exited mid-run; 2 bad usage
 or configuration, found before any episode (one ``error:`` line names what was wrong and what
@@ -73,7 +73,7 @@ async def _terminable(work: Coroutine[Any, Any, T]) -> T:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from orchestrator.spec import SpecError, load_spec
+    from orchestrator.plan.spec import SpecError, load_spec
 
     console = _stderr_console()
     try:
@@ -83,7 +83,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
     if getattr(args, "remote", None):
-        from orchestrator.remote import eval_remote
+        from orchestrator.apps.remote import eval_remote
 
         return eval_remote(spec, args, console)
     return _evaluate(spec, args, console)
@@ -102,14 +102,14 @@ def _suite_overrides(suite: str | None) -> list[str]:
     """The overrides a named suite stands for (applied before the user's own)."""
     if suite is None:
         return []
-    from orchestrator.balrog import SUITES
+    from orchestrator.suites.balrog import SUITES
 
     return ["envs.names=" + "-".join(SUITES[suite])]
 
 
 def _prepare_for(spec: Any, console: Console, show_progress: bool) -> bool:
     """Build the game data and weights the run needs; False (after printing why) on failure."""
-    from orchestrator.prepare import PrepareError, build_items, items_for_spec
+    from orchestrator.apps.prepare import PrepareError, build_items, items_for_spec
 
     try:
         report = build_items(items_for_spec(spec), console=console, show_progress=show_progress)
@@ -123,9 +123,9 @@ def _prepare_for(spec: Any, console: Console, show_progress: bool) -> bool:
 
 def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
     """Prepare data, run the evaluation, print the report; returns the exit code."""
-    from orchestrator.results import print_report
-    from orchestrator.runner import PreflightError, run_evaluation
-    from orchestrator.stack import StackError
+    from orchestrator.core.runner import PreflightError, run_evaluation
+    from orchestrator.core.stack import StackError
+    from orchestrator.report.tables import print_report
 
     if not _prepare_for(spec, console, not args.no_progress):
         return 2
@@ -152,7 +152,7 @@ def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def report_verdict(verdict: Any, console: Console) -> int:
-    """Print the run's verdict (``orchestrator.outcome.RunVerdict``) as the last lines of a
+    """Print the run's verdict (``orchestrator.report.outcome.RunVerdict``) as the last lines of a
     run and return its exit code: 0 when every planned episode was scored, 1 otherwise (with
     the count and the first distinct errors, and how to retry)."""
     if verdict is None or verdict.succeeded:
@@ -167,7 +167,7 @@ def report_verdict(verdict: Any, console: Console) -> int:
 
 def _draw_progress(summary: dict[str, Any], out_dir: Path, console: Console) -> None:
     """Write ``<out_dir>/progress.png``; a plotting failure is reported, never fatal."""
-    from orchestrator.plots import plot_progress
+    from orchestrator.report.plots import plot_progress
 
     try:
         path = plot_progress(summary, out_dir / "progress.png")
@@ -179,7 +179,7 @@ def _draw_progress(summary: dict[str, Any], out_dir: Path, console: Console) -> 
 
 def _domain_envs(domain: str) -> list[str]:
     """``balrog`` -> the six envs; ``balrog_<env>`` -> [env]. Raises ValueError otherwise."""
-    from orchestrator.balrog import SUITE_ENVS
+    from orchestrator.suites.balrog import SUITE_ENVS
 
     domains = {"balrog": list(SUITE_ENVS), **{f"balrog_{e}": [e] for e in SUITE_ENVS}}
     if domain not in domains:
@@ -188,8 +188,9 @@ def _domain_envs(domain: str) -> list[str]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from orchestrator.accounting import load_prices
-    from orchestrator.results import previous_extra, print_report, summarize
+    from orchestrator.report.accounting import load_prices
+    from orchestrator.report.summary import previous_extra, summarize
+    from orchestrator.report.tables import print_report
 
     console = _stderr_console()
     directory = args.dname or args.dir
@@ -206,7 +207,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 2
     console.print(f"wrote {Path(directory) / 'report.json'}", highlight=False)
     _draw_progress(summary, Path(directory), console)
-    from orchestrator.outcome import verdict_from_summary
+    from orchestrator.report.outcome import verdict_from_summary
 
     verdict = verdict_from_summary(summary)
     colour = "green" if verdict.succeeded else "yellow"
@@ -217,7 +218,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_harness(args: argparse.Namespace) -> int:
     """The MOSAIC domain-harness form: ``--domain balrog_<env> --run_id ID --num_samples N``."""
-    from orchestrator.spec import SpecError, load_spec
+    from orchestrator.plan.spec import SpecError, load_spec
 
     console = _stderr_console()
     try:
@@ -236,7 +237,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
-    from orchestrator.prepare import SOURCES, PrepareError, prepare_sources, sources_for
+    from orchestrator.apps.prepare import SOURCES, PrepareError, prepare_sources, sources_for
 
     console = _stderr_console()
     try:
@@ -256,13 +257,13 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:
-    from orchestrator.tasks import list_tasks
+    from orchestrator.apps.tasks import list_tasks
 
     return list_tasks(args.env, args.endpoint)
 
 
 def _cmd_record_demos(args: argparse.Namespace) -> int:
-    from orchestrator.record_demos import run_command
+    from orchestrator.apps.record_demos import run_command
 
     return run_command(args)
 
@@ -271,10 +272,8 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     """Run (or resume) a round-robin tournament; print and write its tables. Exit 0 when
     every game was scored, 1 when any failed (the count and the first distinct errors are
     printed; failed games count for nobody), 2 for a bad spec or setup."""
-    from orchestrator.prepare import PrepareError, build_items, items_for_spec
-    from orchestrator.runner import PreflightError
-    from orchestrator.stack import StackError
-    from orchestrator.tournament import (
+    from orchestrator.apps.prepare import PrepareError, build_items, items_for_spec
+    from orchestrator.apps.tournament import (
         TournamentSpecError,
         load_tournament,
         render_tables,
@@ -282,6 +281,8 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
         run_tournament,
         schedule,
     )
+    from orchestrator.core.runner import PreflightError
+    from orchestrator.core.stack import StackError
 
     console = _stderr_console()
     try:
@@ -326,14 +327,14 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     module = {"env": "env_server", "agent": "agent_server",
-              "orchestrator": "orchestrator.service"}[args.component]
+              "orchestrator": "orchestrator.apps.service"}[args.component]
     os.execv(sys.executable, [sys.executable, "-m", module, "serve", *args.rest])
     return 0  # not reached
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``moria``."""
-    from orchestrator.balrog import SUITES
+    from orchestrator.suites.balrog import SUITES
 
     parser = argparse.ArgumentParser(prog="moria", description=__doc__.split("\n\n")[0])
     parser.add_argument("--log-level", default="WARNING", help="stderr log level")
@@ -399,10 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--endpoint", default="", help="ask a running env server instead")
     ts.set_defaults(func=_cmd_tasks)
 
-    from orchestrator.protocol_check import add_arguments as add_protocol_check_arguments
+    from orchestrator.apps.protocol_check import add_arguments as add_protocol_check_arguments
 
     add_protocol_check_arguments(sub)
-    from orchestrator.record_demos import add_arguments as add_record_demos_arguments
+    from orchestrator.apps.record_demos import add_arguments as add_record_demos_arguments
 
     rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")
     add_record_demos_arguments(rd)

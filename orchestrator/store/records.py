@@ -1,8 +1,8 @@
 """Typed records of what one episode produced, as the orchestrator hands them to results/telemetry.
 
 ``StepRecord`` is one agent turn; ``EpisodeRecord`` is one finished (or failed) episode with its
-whole trajectory. Both are plain pydantic models: ``orchestrator.results`` turns them into
-BALROG-compatible files and ``orchestrator.telemetry`` into JSON lines.
+whole trajectory. Both are plain pydantic models: ``orchestrator.store.episodes`` turns them into
+BALROG-compatible files and ``orchestrator.store.telemetry`` into JSON lines.
 
 End reasons (``EpisodeRecord.end_reason``):
 
@@ -95,7 +95,8 @@ class EpisodeRecord(_Record):
     failed under it and it was re-queued with the same seed); ``retry_errors``: why each
     earlier attempt failed.
     ``usage_by_model``: per model (``"<client_name>/<model_id>"``) the counters of
-    ``orchestrator.accounting.USAGE_KEYS`` (calls, four token counts, latency_s). ``prompts``: the
+    ``orchestrator.report.accounting.USAGE_KEYS`` (calls, four token counts, latency_s).
+    ``prompts``: the
     exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate
     file, never into the episode JSON.
     ``protocol``: the prompting protocol the episode was played under, as the player reported

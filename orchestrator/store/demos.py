@@ -32,7 +32,8 @@ from moria.cache import cache_path, file_lock
 from moria.families import oracle_sources, seed_cycles
 from moria.files import atomic_write_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
-from orchestrator.spec import RunSpec
+from orchestrator.plan.seeds import derive_seed
+from orchestrator.plan.spec import RunSpec
 
 #: The ``format`` tag of every demo line.
 DEMO_FORMAT = "moria-demo/1"
@@ -41,7 +42,7 @@ DEMO_FORMAT = "moria-demo/1"
 #: demo records (the player that produced it): the families' manifests say.
 ORACLE_SOURCES: dict[str, str] = oracle_sources()
 
-#: Prefix that puts demo seeds in their own namespace of ``runner.derive_seed`` (no evaluation
+#: Prefix that puts demo seeds in their own namespace of ``seeds.derive_seed`` (no evaluation
 #: env is named like this, so no evaluation seed is derived from the same text).
 DEMO_SEED_NAMESPACE = "demos/"
 
@@ -188,15 +189,13 @@ def append_demos(path: str | os.PathLike[str], records: Iterable[DemoRecord]) ->
 
 
 def demo_seed(env: str, task: str, index: int) -> int:
-    """The seed of candidate demo ``index`` of (env, task): ``runner.derive_seed`` with the env
+    """The seed of candidate demo ``index`` of (env, task): ``seeds.derive_seed`` with the env
     name prefixed by ``DEMO_SEED_NAMESPACE`` (a text no evaluation seed is derived from).
 
     For envs that play game ``seed mod n`` (``moria.families.seed_cycles``: TextWorld's 25 games),
     candidate i is moved onto game ``n - 1 - i mod n``, so demos use the games an evaluation
     reaches last (episode i plays game i).
     """
-    from orchestrator.runner import derive_seed  # runner imports episode; keep this lazy
-
     seed = derive_seed(0, DEMO_SEED_NAMESPACE + env, task, index)
     cycle = seed_cycles().get(env)
     if cycle:
@@ -215,9 +214,7 @@ def same_game(env: str, a: int, b: int) -> bool:
 
 def evaluation_seeds(spec: RunSpec, env: str, task: str) -> set[int]:
     """The seeds of every planned episode of (env, task) in ``spec`` (``spec.episodes()`` with
-    ``runner.derive_seed``): what a demo must not replay."""
-    from orchestrator.runner import derive_seed  # runner imports episode; keep this lazy
-
+    ``seeds.derive_seed``): what a demo must not replay."""
     return {derive_seed(spec.eval.seed, e, t, i) for e, t, i in spec.episodes()
             if e == env and t == task}
 

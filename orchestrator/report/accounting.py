@@ -2,10 +2,11 @@
 
 Every agent turn carries its model (``"<client_name>/<model_id>"``), its token counts (input,
 output, cached input, reasoning) and its latency. ``usage_by_model`` sums them per model over
-steps; the summaries (``orchestrator.results``) add them up per env, per task and per model and
+steps; the summaries (``orchestrator.report.summary``) add them up per env, per task and per model
+and
 price them with ``PriceTable.cost``.
 
-The price table is a YAML file (``orchestrator/prices.yaml`` by default; ``eval.prices`` or
+The price table is a YAML file (``orchestrator/suites/prices.yaml`` by default; ``eval.prices`` or
 ``moria report --prices`` override it) with the date its prices were read (``as_of``) and, per
 model, US dollars per million ``input``, ``cached_input`` and ``output`` tokens. Reasoning
 tokens are billed as output tokens (every provider does so) and are already part of the output
@@ -25,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: The price table shipped with Moria.
-DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
+DEFAULT_PRICES = Path(__file__).parents[1] / "suites" / "prices.yaml"
 
 #: Counters kept per model (``usage_by_model`` values).
 USAGE_KEYS: tuple[str, ...] = (

@@ -1,4 +1,8 @@
-"""The scheduler: plans episodes, runs them concurrently, writes results, resumes.
+"""The scheduler: plans episodes, runs them concurrently, emits the run's events, resumes.
+
+What happens is said once, on the run's event stream (``orchestrator.core.events``): the
+result files, telemetry and the progress bar are its subscribers (``orchestrator.core.sinks``),
+and so is the OrchestratorService when it runs the evaluation.
 
 A single asyncio process keeps ``eval.num_workers`` episodes in flight and at most
 ``eval.max_concurrent_model_calls`` model calls in the whole run (all policy replicas together).
@@ -12,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import logging
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -26,60 +29,35 @@ from typing import Any
 
 import grpc
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
-from moria.families import seed_cycles
 from moria.files import atomic_write_text, remove_stale_temp_files
 from moria.quoting import quote_names
-from orchestrator.accounting import PriceError, prices_for
-from orchestrator.demos import MissingDemonstrationsError, check_demonstrations
-from orchestrator.episode import (
+from orchestrator.core.episode import (
     EpisodePlan,
     EpisodeSetupError,
     InfrastructureFault,
     PlayerSetupError,
+    StepCallback,
     rehearse_start,
     run_episode,
 )
-from orchestrator.outcome import RunVerdict, verdict_from_summary
-from orchestrator.records import EndReason, EpisodeRecord, StepRecord
-from orchestrator.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
-from orchestrator.results import (
-    completed_keys,
-    summarize,
-    write_episode,
-)
-from orchestrator.spec import RunSpec, SpecError
-from orchestrator.stack import LocalStack
-from orchestrator.telemetry import TelemetryWriter, dumps
+from orchestrator.core.events import EventSink, EventStream
+from orchestrator.core.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
+from orchestrator.core.sinks import EpisodeFilesSink, ProgressSink, TelemetrySink
+from orchestrator.core.stack import LocalStack
+from orchestrator.plan.seeds import derive_seed
+from orchestrator.plan.spec import RunSpec, SpecError
+from orchestrator.report.accounting import PriceError, prices_for
+from orchestrator.report.outcome import RunVerdict, verdict_from_summary
+from orchestrator.report.summary import summarize
+from orchestrator.store.demos import MissingDemonstrationsError, check_demonstrations
+from orchestrator.store.episodes import completed_keys
+from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
+from orchestrator.store.telemetry import TelemetryWriter, dumps
 
 log = logging.getLogger("moria.run")
-
-
-def derive_seed(run_seed: int, env: str, task: str, episode_index: int) -> int:
-    """The 64-bit seed of one episode: sha256 of (run seed, env, task, index), first 8 bytes.
-
-    Independent of time, PIDs, worker order and concurrency (BALROG's pid/time seeding is a
-    known defect). For envs that pick one of a fixed set of games by ``seed mod n``
-    (``moria.families.seed_cycles``: TextWorld's 25 games per task) the seed is moved to the nearest
-    value below with ``seed mod n == episode_index mod n``, so episode i plays game i, as
-    BALROG's sequential game choice does, instead of a random draw with repeats.
-    """
-    digest = hashlib.sha256(f"{run_seed}|{env}|{task}|{episode_index}".encode()).digest()
-    seed = int.from_bytes(digest[:8], "little")
-    cycle = seed_cycles().get(env)
-    if cycle:
-        seed = max(0, seed - seed % cycle - cycle) + episode_index % cycle
-    return seed
 
 
 class PreflightError(RuntimeError):
@@ -89,7 +67,7 @@ class PreflightError(RuntimeError):
 @dataclass
 class RunOutcome:
     """What ``run_evaluation`` did: the summary, counts of this invocation and the run's
-    verdict over all its planned episodes (``orchestrator.outcome``; also in
+    verdict over all its planned episodes (``orchestrator.report.outcome``; also in
     ``summary["outcome"]``)."""
 
     run_id: str
@@ -122,8 +100,12 @@ def prepare_output_dir(path: str | Path) -> Path:
 
 
 async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
-                         show_progress: bool = True) -> RunOutcome:
+                         show_progress: bool = True,
+                         sinks: Sequence[EventSink] = ()) -> RunOutcome:
     """Run (or resume) the whole evaluation described by ``spec``.
+
+    The run's events (``orchestrator.core.events``) go to the result files, the telemetry
+    files and the progress bar (``orchestrator.core.sinks``), then to each of ``sinks``.
 
     Episodes are planned lazily (``RunSpec.episodes``): memory does not grow with the plan.
     Raises PreflightError before any episode starts when the output directory is unusable,
@@ -153,13 +135,13 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
             except SpecError as exc:
                 raise PreflightError(str(exc)) from None
             return await _run_with(spec, out, run_id, todo, skipped,
-                                   _endpoint_targets(spec), console, show_progress)
+                                   _endpoint_targets(spec), console, show_progress, sinks)
         async with LocalStack(spec.envs.env_list, out / "logs",
                               env_capacity=max(64, spec.eval.num_workers * 2)) as stack:
             targets = ({env: [stack.env_target] for env in spec.envs.env_list},
                        [stack.policy_target])
             return await _run_with(spec, out, run_id, todo, skipped, targets,
-                                   console, show_progress, on_fault=stack.check_alive,
+                                   console, show_progress, sinks, on_fault=stack.check_alive,
                                    watchdog=stack.watch)
     finally:
         await close_channels()
@@ -208,12 +190,12 @@ class _Queued:
 async def _run_with(spec: RunSpec, out: Path, run_id: str,
                     todo: Callable[[], Iterator[tuple[str, str, int]]],
                     skipped: int, targets: tuple[dict[str, list[str]], list[str]],
-                    console: Console, show_progress: bool,
+                    console: Console, show_progress: bool, sinks: Sequence[EventSink],
                     on_fault: Callable[[], None] | None = None,
                     watchdog: Callable[[], Awaitable[None]] | None = None) -> RunOutcome:
     """Run the episodes ``todo()`` yields against the given replicas ({env: env server
     targets}, policy server targets); each attempt of an episode takes the replicas with the
-    most room (``orchestrator.replicas``). ``on_fault`` is called after each infrastructure
+    most room (``orchestrator.core.replicas``). ``on_fault`` is called after each infrastructure
     fault and may raise to stop the whole run (a dead local server); ``watchdog``, when given,
     runs beside the episodes and stops the whole run with its exception the moment it raises
     (``LocalStack.watch``)."""
@@ -228,10 +210,10 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     await _check_env_options(spec, run_id, todo(), env_targets, policy_target)
     _write_run_metadata(out, run_id, spec, versions)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
-    total = spec.episode_count()
-    with TelemetryWriter(out, run_id) as telemetry:
-        telemetry.event("run_started", planned=total, skipped=skipped,
-                        run_seed=spec.eval.seed)
+    with TelemetryWriter(out, run_id) as telemetry, ProgressSink(console, show_progress) as bar:
+        events = EventStream([EpisodeFilesSink(out), TelemetrySink(telemetry), bar, *sinks])
+        await events.emit("run_started", planned=spec.episode_count(), skipped=skipped,
+                          run_seed=spec.eval.seed)
         pending = (_Queued(EpisodePlan(
             run_id=run_id, env=env, task=task, episode_index=index,
             seed=derive_seed(spec.eval.seed, env, task, index),
@@ -239,9 +221,9 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         retries: asyncio.Queue[_Queued] = asyncio.Queue()
         model_slots = asyncio.Semaphore(spec.eval.max_concurrent_model_calls)
 
-        def on_step(plan: EpisodePlan, step: StepRecord) -> None:
-            telemetry.write_step(step, env=plan.env, task=plan.task,
-                                 episode_index=plan.episode_index)
+        async def on_step(plan: EpisodePlan, step: StepRecord) -> None:
+            await events.emit("step", step=step, env=plan.env, task=plan.task,
+                              episode_index=plan.episode_index)
 
         def next_episode() -> _Queued | None:
             try:
@@ -249,22 +231,16 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
             except asyncio.QueueEmpty:
                 return next(pending, None)
 
-        with _progress(console, show_progress) as progress:
-            bar = progress.add_task("episodes", total=total - skipped)
+        async def worker() -> None:
+            while (queued := next_episode()) is not None:
+                record = await _attempt(queued, servers, spec, model_slots, on_step, events,
+                                        retries, on_fault)
+                if record is None:
+                    continue  # re-queued
+                await events.emit("episode_finished", episode=record)
+                outcome.ran += 1
 
-            async def worker() -> None:
-                while (queued := next_episode()) is not None:
-                    record = await _attempt(queued, servers, spec, model_slots, on_step,
-                                            telemetry, retries, on_fault)
-                    if record is None:
-                        continue  # re-queued
-                    await asyncio.to_thread(write_episode, out, record)  # fsyncs: off the loop
-                    telemetry.write_episode(record)
-                    outcome.ran += 1
-                    progress.advance(bar)
-                    progress.update(bar, description=_describe(record))
-
-            await _run_workers([worker() for _ in range(spec.eval.num_workers)], watchdog)
+        await _run_workers([worker() for _ in range(spec.eval.num_workers)], watchdog)
         outcome.summary = summarize(out, envs=spec.envs.env_list, prices=prices,
                                     planned=spec.episodes(),
                                     extra={"run_id": run_id, "run_seed": spec.eval.seed,
@@ -272,9 +248,9 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                                            "env_kwargs": {env: spec.envs.kwargs_for(env)
                                                           for env in spec.envs.env_list}})
         outcome.verdict = verdict_from_summary(outcome.summary)
-        telemetry.event("run_finished", ran=outcome.ran, skipped=skipped,
-                        average_progress=outcome.summary.get("average_progress"),
-                        outcome=outcome.summary.get("outcome"))
+        await events.emit("run_finished", ran=outcome.ran, skipped=skipped,
+                          average_progress=outcome.summary.get("average_progress"),
+                          outcome=outcome.summary.get("outcome"))
     return outcome
 
 
@@ -307,7 +283,7 @@ async def _run_workers(workers: list[Coroutine[Any, Any, None]],
 
 
 async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
-                   model_slots: asyncio.Semaphore, on_step: Any, telemetry: TelemetryWriter,
+                   model_slots: asyncio.Semaphore, on_step: StepCallback, events: EventStream,
                    queue: asyncio.Queue[_Queued],
                    on_fault: Callable[[], None] | None) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or
@@ -326,9 +302,9 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
         error = str(exc)
     else:
         plan = dataclasses.replace(plan, env_target=env_target, policy_target=policy_target)
-        telemetry.event("episode_started", env=plan.env, task=plan.task,
-                        episode_index=plan.episode_index, seed=plan.seed, attempt=attempt,
-                        env_server=env_target, policy_server=policy_target)
+        await events.emit("episode_started", env=plan.env, task=plan.task,
+                          episode_index=plan.episode_index, seed=plan.seed, attempt=attempt,
+                          env_server=env_target, policy_server=policy_target)
         try:
             record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step)
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
@@ -344,9 +320,9 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
             if attempt < spec.eval.max_episode_retries:
                 log.warning("infrastructure fault in %s/%s #%d (attempt %d): %s; re-queued",
                             plan.env, plan.task, plan.episode_index, attempt + 1, exc)
-                telemetry.event("episode_retried", env=plan.env, task=plan.task,
-                                episode_index=plan.episode_index, error=str(exc),
-                                env_server=env_target, policy_server=policy_target)
+                await events.emit("episode_retried", env=plan.env, task=plan.task,
+                                  episode_index=plan.episode_index, error=str(exc),
+                                  env_server=env_target, policy_server=policy_target)
                 await asyncio.sleep(min(5.0, 0.5 * 2**attempt))
                 queue.put_nowait(_Queued(queued.plan, attempt + 1, (*queued.errors, str(exc))))
                 return None
@@ -473,13 +449,3 @@ def _write_run_metadata(out: Path, run_id: str, spec: RunSpec, versions: dict[st
         "run_id": run_id, "spec": spec.model_dump(mode="json"), "versions": versions,
         "packages": packages, "written_at": datetime.now(UTC).isoformat()}, indent=2))
 
-
-def _describe(record: EpisodeRecord) -> str:
-    return (f"{record.env}/{record.task.rsplit('/', 1)[-1]} #{record.episode_index}: "
-            f"{record.end_reason}, progression {record.progression:.2f}")
-
-
-def _progress(console: Console, enabled: bool) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                    disable=not enabled, transient=False)

@@ -1,0 +1,1 @@
+"""Entry points: the ``moria`` commands and the OrchestratorService."""

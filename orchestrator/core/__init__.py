@@ -1,0 +1,1 @@
+"""Playing a run: the runner, its event stream, one episode, replicas and the local stack."""

@@ -1,0 +1,1 @@
+"""The benchmark suites as data (BALROG, MOSAIC) and the shipped price table."""
