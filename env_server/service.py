@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from typing import Any, NoReturn, TypeVar
@@ -69,6 +69,12 @@ MAX_ACTION_CHARS = 4096
 #: What the game receives in place of an over-long text: an index no action list holds.
 OVERSIZE_ACTION: SubmittedAction = -1
 
+
+
+def progression_of(metrics: Mapping[str, Any]) -> float:
+    """The typed ``progression`` field of a response: ``metrics["progression"]`` (every game
+    reports it, in [0, 1]; ``env_server.game``), 0.0 when a game leaves it out."""
+    return float(metrics.get("progression", 0.0))
 
 class EnvServicer(env_grpc.EnvServiceServicer):
     """Hosts one or more families. ``capacity``: max concurrent sessions;
@@ -290,8 +296,8 @@ class _Session:
             session_id=self.session_id, family=family.name, task=task,
             agents=agents,
             next_agents=self.next_agents, max_steps=self.game.max_steps,
-            metrics=struct_from_dict(self.game.metrics()),
-            idle_timeout_s=self.server.idle_timeout_s))
+            metrics=struct_from_dict(opening := self.game.metrics()),
+            progression=progression_of(opening), idle_timeout_s=self.server.idle_timeout_s))
 
     def _start_episode(self) -> None:
         assert self.game is not None
@@ -328,7 +334,8 @@ class _Session:
         self.server.metrics.step(self.family_name)
         self.next_agents = list(result.next_agents)
         response = env_pb.StepResponse(next_agents=self.next_agents, step=self.steps,
-                                       metrics=struct_from_dict(result.metrics))
+                                       metrics=struct_from_dict(result.metrics),
+                                       progression=progression_of(result.metrics))
         any_terminated = False
         for agent_id, tr in result.transitions.items():
             self.returns[agent_id] = self.returns.get(agent_id, 0.0) + float(tr.reward)
@@ -344,6 +351,7 @@ class _Session:
                       else types_pb2.END_REASON_TRUNCATED)
             self.ended = types_pb2.EpisodeEnd(reason=reason, returns=self.returns,
                                               metrics=struct_from_dict(result.metrics),
+                                              progression=progression_of(result.metrics),
                                               num_steps=self.steps)
             response.episode_end.CopyFrom(self.ended)
         return env_pb.SessionResponse(step=response)
@@ -371,9 +379,11 @@ class _Session:
         assert self.game is not None
         end = self.ended
         if end is None:
+            final = self.game.metrics()
             end = types_pb2.EpisodeEnd(reason=types_pb2.END_REASON_CANCELLED,
                                        returns=self.returns, num_steps=self.steps,
-                                       metrics=struct_from_dict(self.game.metrics()))
+                                       metrics=struct_from_dict(final),
+                                       progression=progression_of(final))
         return env_pb.SessionResponse(closed=env_pb.CloseResponse(episode_end=end))
 
     def close_game(self) -> None:

@@ -89,15 +89,19 @@ async def test_oracle_solves_goto_over_grpc() -> None:
     async with env_server() as srv:
         session = EnvClient(srv.target).session()
         opened = await session.open(_open(seed=99, oracle=True))
+        assert opened.progression == dict_from_struct(opened.metrics)["progression"] == 0.0
         obs = opened.agents["agent_0"].observation
         for _ in range(opened.max_steps):
             hint = dict_from_struct(obs.info)["expert_action"]
             step = await session.step({"agent_0": text_action(hint)})
+            # the typed progression and the Struct's key are the same number at every step
+            assert step.progression == dict_from_struct(step.metrics)["progression"]
             obs = step.agents["agent_0"].observation
             if step.HasField("episode_end"):
                 break
         assert step.episode_end.reason == types_pb2.END_REASON_TERMINATED
         assert dict_from_struct(step.episode_end.metrics)["progression"] == 1.0
+        assert step.episode_end.progression == step.progression == 1.0
         assert step.episode_end.returns["agent_0"] > 0
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await session.step({"agent_0": text_action("turn left")})

@@ -168,7 +168,7 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ..., calls: _Optional[int] = ...) -> None: ...
 
 class EpisodeEnd(_message.Message):
-    __slots__ = ("reason", "returns", "metrics", "num_steps", "detail")
+    __slots__ = ("reason", "returns", "metrics", "num_steps", "detail", "progression")
     class ReturnsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -181,12 +181,14 @@ class EpisodeEnd(_message.Message):
     METRICS_FIELD_NUMBER: _ClassVar[int]
     NUM_STEPS_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    PROGRESSION_FIELD_NUMBER: _ClassVar[int]
     reason: EndReason
     returns: _containers.ScalarMap[str, float]
     metrics: _struct_pb2.Struct
     num_steps: int
     detail: str
-    def __init__(self, reason: _Optional[_Union[EndReason, str]] = ..., returns: _Optional[_Mapping[str, float]] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_steps: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
+    progression: float
+    def __init__(self, reason: _Optional[_Union[EndReason, str]] = ..., returns: _Optional[_Mapping[str, float]] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_steps: _Optional[int] = ..., detail: _Optional[str] = ..., progression: _Optional[float] = ...) -> None: ...
 
 class PlayerSpec(_message.Message):
     __slots__ = ("agent_id", "role", "options")

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from moria.common.v1 import types_pb2 as moria_dot_common_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emoria/env/v1/env_service.proto\x12\x0cmoria.env.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"\x10\n\x0eGetInfoRequest\"\x8f\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x10\n\x08\x66\x61milies\x18\x02 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x17\n\x0f\x61\x63tive_sessions\x18\x04 \x01(\x05\x12\x10\n\x08\x64raining\x18\x05 \x01(\x08\"\"\n\x10ListTasksRequest\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\"|\n\x08TaskInfo\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x11\n\tmax_steps\x18\x04 \x01(\x03\x12\x16\n\x0e\x64\x65\x66\x61ult_action\x18\x05 \x01(\t\x12\x12\n\nnum_agents\x18\x06 \x01(\x05\":\n\x11ListTasksResponse\x12%\n\x05tasks\x18\x01 \x03(\x0b\x32\x16.moria.env.v1.TaskInfo\"\xa0\x01\n\x12ObservationOptions\x12\x15\n\rinclude_image\x18\x01 \x01(\x08\x12\x36\n\x0eimage_encoding\x18\x02 \x01(\x0e\x32\x1e.moria.common.v1.ImageEncoding\x12\x17\n\x0finclude_tensors\x18\x03 \x01(\x08\x12\"\n\x1a\x66\x65\x65\x64\x62\x61\x63k_on_invalid_action\x18\x04 \x01(\x08\"\xdb\x01\n\x0bOpenRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12,\n\x07players\x18\x03 \x03(\x0b\x32\x1b.moria.common.v1.PlayerSpec\x12\x35\n\x0bobservation\x18\x04 \x01(\x0b\x32 .moria.env.v1.ObservationOptions\x12(\n\x07options\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06oracle\x18\x06 \x01(\x08\x12\x11\n\tmax_steps\x18\x07 \x01(\x03\"\x88\x01\n\nAgentStart\x12\x13\n\x0binstruction\x18\x01 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x02 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12\x31\n\x0bobservation\x18\x03 \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\xab\x02\n\x0cOpenResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\x36\n\x06\x61gents\x18\x04 \x03(\x0b\x32&.moria.env.v1.OpenResponse.AgentsEntry\x12\x13\n\x0bnext_agents\x18\x05 \x03(\t\x12\x11\n\tmax_steps\x18\x06 \x01(\x03\x12(\n\x07metrics\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x16\n\x0eidle_timeout_s\x18\x08 \x01(\x01\x1aG\n\x0b\x41gentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.moria.env.v1.AgentStart:\x02\x38\x01\"\x1c\n\x0cResetRequest\x12\x0c\n\x04seed\x18\x01 \x01(\x04\"\xb9\x01\n\rResetResponse\x12\x37\n\x06\x61gents\x18\x01 \x03(\x0b\x32\'.moria.env.v1.ResetResponse.AgentsEntry\x12\x13\n\x0bnext_agents\x18\x02 \x03(\t\x12\x11\n\tmax_steps\x18\x03 \x01(\x03\x1aG\n\x0b\x41gentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.moria.env.v1.AgentStart:\x02\x38\x01\"\x8f\x01\n\x0bStepRequest\x12\x37\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32&.moria.env.v1.StepRequest.ActionsEntry\x1aG\n\x0c\x41\x63tionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.moria.common.v1.Action:\x02\x38\x01\"\xab\x01\n\tAgentStep\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x34\n\raction_result\x18\x05 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\"\xb5\x02\n\x0cStepResponse\x12\x36\n\x06\x61gents\x18\x01 \x03(\x0b\x32&.moria.env.v1.StepResponse.AgentsEntry\x12\x13\n\x0bnext_agents\x18\x02 \x03(\t\x12(\n\x07metrics\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0b\x65pisode_end\x18\x04 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\x12\x0c\n\x04step\x18\x05 \x01(\x03\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x1a\x46\n\x0b\x41gentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.moria.env.v1.AgentStep:\x02\x38\x01\"A\n\rRenderRequest\x12\x30\n\x08\x65ncoding\x18\x01 \x01(\x0e\x32\x1e.moria.common.v1.ImageEncoding\"7\n\x0eRenderResponse\x12%\n\x05image\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Image\"\x0e\n\x0c\x43loseRequest\"\r\n\x0bPingRequest\"\x0e\n\x0cPingResponse\"A\n\rCloseResponse\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\xa5\x02\n\x0eSessionRequest\x12)\n\x04open\x18\x01 \x01(\x0b\x32\x19.moria.env.v1.OpenRequestH\x00\x12+\n\x05reset\x18\x02 \x01(\x0b\x32\x1a.moria.env.v1.ResetRequestH\x00\x12)\n\x04step\x18\x03 \x01(\x0b\x32\x19.moria.env.v1.StepRequestH\x00\x12-\n\x06render\x18\x04 \x01(\x0b\x32\x1b.moria.env.v1.RenderRequestH\x00\x12+\n\x05\x63lose\x18\x05 \x01(\x0b\x32\x1a.moria.env.v1.CloseRequestH\x00\x12)\n\x04ping\x18\x06 \x01(\x0b\x32\x19.moria.env.v1.PingRequestH\x00\x42\t\n\x07request\"\xb0\x02\n\x0fSessionResponse\x12,\n\x06opened\x18\x01 \x01(\x0b\x32\x1a.moria.env.v1.OpenResponseH\x00\x12,\n\x05reset\x18\x02 \x01(\x0b\x32\x1b.moria.env.v1.ResetResponseH\x00\x12*\n\x04step\x18\x03 \x01(\x0b\x32\x1a.moria.env.v1.StepResponseH\x00\x12.\n\x06render\x18\x04 \x01(\x0b\x32\x1c.moria.env.v1.RenderResponseH\x00\x12-\n\x06\x63losed\x18\x05 \x01(\x0b\x32\x1b.moria.env.v1.CloseResponseH\x00\x12*\n\x04pong\x18\x06 \x01(\x0b\x32\x1a.moria.env.v1.PingResponseH\x00\x42\n\n\x08response2\xee\x01\n\nEnvService\x12\x46\n\x07GetInfo\x12\x1c.moria.env.v1.GetInfoRequest\x1a\x1d.moria.env.v1.GetInfoResponse\x12L\n\tListTasks\x12\x1e.moria.env.v1.ListTasksRequest\x1a\x1f.moria.env.v1.ListTasksResponse\x12J\n\x07Session\x12\x1c.moria.env.v1.SessionRequest\x1a\x1d.moria.env.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emoria/env/v1/env_service.proto\x12\x0cmoria.env.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"\x10\n\x0eGetInfoRequest\"\x8f\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x10\n\x08\x66\x61milies\x18\x02 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x17\n\x0f\x61\x63tive_sessions\x18\x04 \x01(\x05\x12\x10\n\x08\x64raining\x18\x05 \x01(\x08\"\"\n\x10ListTasksRequest\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\"|\n\x08TaskInfo\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x11\n\tmax_steps\x18\x04 \x01(\x03\x12\x16\n\x0e\x64\x65\x66\x61ult_action\x18\x05 \x01(\t\x12\x12\n\nnum_agents\x18\x06 \x01(\x05\":\n\x11ListTasksResponse\x12%\n\x05tasks\x18\x01 \x03(\x0b\x32\x16.moria.env.v1.TaskInfo\"\xa0\x01\n\x12ObservationOptions\x12\x15\n\rinclude_image\x18\x01 \x01(\x08\x12\x36\n\x0eimage_encoding\x18\x02 \x01(\x0e\x32\x1e.moria.common.v1.ImageEncoding\x12\x17\n\x0finclude_tensors\x18\x03 \x01(\x08\x12\"\n\x1a\x66\x65\x65\x64\x62\x61\x63k_on_invalid_action\x18\x04 \x01(\x08\"\xdb\x01\n\x0bOpenRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12,\n\x07players\x18\x03 \x03(\x0b\x32\x1b.moria.common.v1.PlayerSpec\x12\x35\n\x0bobservation\x18\x04 \x01(\x0b\x32 .moria.env.v1.ObservationOptions\x12(\n\x07options\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06oracle\x18\x06 \x01(\x08\x12\x11\n\tmax_steps\x18\x07 \x01(\x03\"\x88\x01\n\nAgentStart\x12\x13\n\x0binstruction\x18\x01 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x02 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12\x31\n\x0bobservation\x18\x03 \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\xc0\x02\n\x0cOpenResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\x36\n\x06\x61gents\x18\x04 \x03(\x0b\x32&.moria.env.v1.OpenResponse.AgentsEntry\x12\x13\n\x0bnext_agents\x18\x05 \x03(\t\x12\x11\n\tmax_steps\x18\x06 \x01(\x03\x12(\n\x07metrics\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x16\n\x0eidle_timeout_s\x18\x08 \x01(\x01\x12\x13\n\x0bprogression\x18\t \x01(\x01\x1aG\n\x0b\x41gentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.moria.env.v1.AgentStart:\x02\x38\x01\"\x1c\n\x0cResetRequest\x12\x0c\n\x04seed\x18\x01 \x01(\x04\"\xb9\x01\n\rResetResponse\x12\x37\n\x06\x61gents\x18\x01 \x03(\x0b\x32\'.moria.env.v1.ResetResponse.AgentsEntry\x12\x13\n\x0bnext_agents\x18\x02 \x03(\t\x12\x11\n\tmax_steps\x18\x03 \x01(\x03\x1aG\n\x0b\x41gentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x05value\x18\x02 \x01(\x0b\x32\x18.moria.env.v1.AgentStart:\x02\x38\x01\"\x8f\x01\n\x0bStepRequest\x12\x37\n\x07\x61\x63tions\x18\x01 \x03(\x0b\x32&.moria.env.v1.StepRequest.ActionsEntry\x1aG\n\x0c\x41\x63tionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.moria.common.v1.Action:\x02\x38\x01\"\xab\x01\n\tAgentStep\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x34\n\raction_result\x18\x05 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\"\xca\x02\n\x0cStepResponse\x12\x36\n\x06\x61gents\x18\x01 \x03(\x0b\x32&.moria.env.v1.StepResponse.AgentsEntry\x12\x13\n\x0bnext_agents\x18\x02 \x03(\t\x12(\n\x07metrics\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0b\x65pisode_end\x18\x04 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\x12\x0c\n\x04step\x18\x05 \x01(\x03\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x12\x13\n\x0bprogression\x18\x07 \x01(\x01\x1a\x46\n\x0b\x41gentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.moria.env.v1.AgentStep:\x02\x38\x01\"A\n\rRenderRequest\x12\x30\n\x08\x65ncoding\x18\x01 \x01(\x0e\x32\x1e.moria.common.v1.ImageEncoding\"7\n\x0eRenderResponse\x12%\n\x05image\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Image\"\x0e\n\x0c\x43loseRequest\"\r\n\x0bPingRequest\"\x0e\n\x0cPingResponse\"A\n\rCloseResponse\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\xa5\x02\n\x0eSessionRequest\x12)\n\x04open\x18\x01 \x01(\x0b\x32\x19.moria.env.v1.OpenRequestH\x00\x12+\n\x05reset\x18\x02 \x01(\x0b\x32\x1a.moria.env.v1.ResetRequestH\x00\x12)\n\x04step\x18\x03 \x01(\x0b\x32\x19.moria.env.v1.StepRequestH\x00\x12-\n\x06render\x18\x04 \x01(\x0b\x32\x1b.moria.env.v1.RenderRequestH\x00\x12+\n\x05\x63lose\x18\x05 \x01(\x0b\x32\x1a.moria.env.v1.CloseRequestH\x00\x12)\n\x04ping\x18\x06 \x01(\x0b\x32\x19.moria.env.v1.PingRequestH\x00\x42\t\n\x07request\"\xb0\x02\n\x0fSessionResponse\x12,\n\x06opened\x18\x01 \x01(\x0b\x32\x1a.moria.env.v1.OpenResponseH\x00\x12,\n\x05reset\x18\x02 \x01(\x0b\x32\x1b.moria.env.v1.ResetResponseH\x00\x12*\n\x04step\x18\x03 \x01(\x0b\x32\x1a.moria.env.v1.StepResponseH\x00\x12.\n\x06render\x18\x04 \x01(\x0b\x32\x1c.moria.env.v1.RenderResponseH\x00\x12-\n\x06\x63losed\x18\x05 \x01(\x0b\x32\x1b.moria.env.v1.CloseResponseH\x00\x12*\n\x04pong\x18\x06 \x01(\x0b\x32\x1a.moria.env.v1.PingResponseH\x00\x42\n\n\x08response2\xee\x01\n\nEnvService\x12\x46\n\x07GetInfo\x12\x1c.moria.env.v1.GetInfoRequest\x1a\x1d.moria.env.v1.GetInfoResponse\x12L\n\tListTasks\x12\x1e.moria.env.v1.ListTasksRequest\x1a\x1f.moria.env.v1.ListTasksResponse\x12J\n\x07Session\x12\x1c.moria.env.v1.SessionRequest\x1a\x1d.moria.env.v1.SessionResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -58,41 +58,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AGENTSTART']._serialized_start=879
   _globals['_AGENTSTART']._serialized_end=1015
   _globals['_OPENRESPONSE']._serialized_start=1018
-  _globals['_OPENRESPONSE']._serialized_end=1317
-  _globals['_OPENRESPONSE_AGENTSENTRY']._serialized_start=1246
-  _globals['_OPENRESPONSE_AGENTSENTRY']._serialized_end=1317
-  _globals['_RESETREQUEST']._serialized_start=1319
-  _globals['_RESETREQUEST']._serialized_end=1347
-  _globals['_RESETRESPONSE']._serialized_start=1350
-  _globals['_RESETRESPONSE']._serialized_end=1535
-  _globals['_RESETRESPONSE_AGENTSENTRY']._serialized_start=1246
-  _globals['_RESETRESPONSE_AGENTSENTRY']._serialized_end=1317
-  _globals['_STEPREQUEST']._serialized_start=1538
-  _globals['_STEPREQUEST']._serialized_end=1681
-  _globals['_STEPREQUEST_ACTIONSENTRY']._serialized_start=1610
-  _globals['_STEPREQUEST_ACTIONSENTRY']._serialized_end=1681
-  _globals['_AGENTSTEP']._serialized_start=1684
-  _globals['_AGENTSTEP']._serialized_end=1855
-  _globals['_STEPRESPONSE']._serialized_start=1858
-  _globals['_STEPRESPONSE']._serialized_end=2167
-  _globals['_STEPRESPONSE_AGENTSENTRY']._serialized_start=2097
-  _globals['_STEPRESPONSE_AGENTSENTRY']._serialized_end=2167
-  _globals['_RENDERREQUEST']._serialized_start=2169
-  _globals['_RENDERREQUEST']._serialized_end=2234
-  _globals['_RENDERRESPONSE']._serialized_start=2236
-  _globals['_RENDERRESPONSE']._serialized_end=2291
-  _globals['_CLOSEREQUEST']._serialized_start=2293
-  _globals['_CLOSEREQUEST']._serialized_end=2307
-  _globals['_PINGREQUEST']._serialized_start=2309
-  _globals['_PINGREQUEST']._serialized_end=2322
-  _globals['_PINGRESPONSE']._serialized_start=2324
-  _globals['_PINGRESPONSE']._serialized_end=2338
-  _globals['_CLOSERESPONSE']._serialized_start=2340
-  _globals['_CLOSERESPONSE']._serialized_end=2405
-  _globals['_SESSIONREQUEST']._serialized_start=2408
-  _globals['_SESSIONREQUEST']._serialized_end=2701
-  _globals['_SESSIONRESPONSE']._serialized_start=2704
-  _globals['_SESSIONRESPONSE']._serialized_end=3008
-  _globals['_ENVSERVICE']._serialized_start=3011
-  _globals['_ENVSERVICE']._serialized_end=3249
+  _globals['_OPENRESPONSE']._serialized_end=1338
+  _globals['_OPENRESPONSE_AGENTSENTRY']._serialized_start=1267
+  _globals['_OPENRESPONSE_AGENTSENTRY']._serialized_end=1338
+  _globals['_RESETREQUEST']._serialized_start=1340
+  _globals['_RESETREQUEST']._serialized_end=1368
+  _globals['_RESETRESPONSE']._serialized_start=1371
+  _globals['_RESETRESPONSE']._serialized_end=1556
+  _globals['_RESETRESPONSE_AGENTSENTRY']._serialized_start=1267
+  _globals['_RESETRESPONSE_AGENTSENTRY']._serialized_end=1338
+  _globals['_STEPREQUEST']._serialized_start=1559
+  _globals['_STEPREQUEST']._serialized_end=1702
+  _globals['_STEPREQUEST_ACTIONSENTRY']._serialized_start=1631
+  _globals['_STEPREQUEST_ACTIONSENTRY']._serialized_end=1702
+  _globals['_AGENTSTEP']._serialized_start=1705
+  _globals['_AGENTSTEP']._serialized_end=1876
+  _globals['_STEPRESPONSE']._serialized_start=1879
+  _globals['_STEPRESPONSE']._serialized_end=2209
+  _globals['_STEPRESPONSE_AGENTSENTRY']._serialized_start=2139
+  _globals['_STEPRESPONSE_AGENTSENTRY']._serialized_end=2209
+  _globals['_RENDERREQUEST']._serialized_start=2211
+  _globals['_RENDERREQUEST']._serialized_end=2276
+  _globals['_RENDERRESPONSE']._serialized_start=2278
+  _globals['_RENDERRESPONSE']._serialized_end=2333
+  _globals['_CLOSEREQUEST']._serialized_start=2335
+  _globals['_CLOSEREQUEST']._serialized_end=2349
+  _globals['_PINGREQUEST']._serialized_start=2351
+  _globals['_PINGREQUEST']._serialized_end=2364
+  _globals['_PINGRESPONSE']._serialized_start=2366
+  _globals['_PINGRESPONSE']._serialized_end=2380
+  _globals['_CLOSERESPONSE']._serialized_start=2382
+  _globals['_CLOSERESPONSE']._serialized_end=2447
+  _globals['_SESSIONREQUEST']._serialized_start=2450
+  _globals['_SESSIONREQUEST']._serialized_end=2743
+  _globals['_SESSIONRESPONSE']._serialized_start=2746
+  _globals['_SESSIONRESPONSE']._serialized_end=3050
+  _globals['_ENVSERVICE']._serialized_start=3053
+  _globals['_ENVSERVICE']._serialized_end=3291
 # @@protoc_insertion_point(module_scope)

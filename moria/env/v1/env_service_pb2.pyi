@@ -95,7 +95,7 @@ class AgentStart(_message.Message):
     def __init__(self, instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ...) -> None: ...
 
 class OpenResponse(_message.Message):
-    __slots__ = ("session_id", "family", "task", "agents", "next_agents", "max_steps", "metrics", "idle_timeout_s")
+    __slots__ = ("session_id", "family", "task", "agents", "next_agents", "max_steps", "metrics", "idle_timeout_s", "progression")
     class AgentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class OpenResponse(_message.Message):
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    PROGRESSION_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     family: str
     task: str
@@ -119,7 +120,8 @@ class OpenResponse(_message.Message):
     max_steps: int
     metrics: _struct_pb2.Struct
     idle_timeout_s: float
-    def __init__(self, session_id: _Optional[str] = ..., family: _Optional[str] = ..., task: _Optional[str] = ..., agents: _Optional[_Mapping[str, AgentStart]] = ..., next_agents: _Optional[_Iterable[str]] = ..., max_steps: _Optional[int] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idle_timeout_s: _Optional[float] = ...) -> None: ...
+    progression: float
+    def __init__(self, session_id: _Optional[str] = ..., family: _Optional[str] = ..., task: _Optional[str] = ..., agents: _Optional[_Mapping[str, AgentStart]] = ..., next_agents: _Optional[_Iterable[str]] = ..., max_steps: _Optional[int] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idle_timeout_s: _Optional[float] = ..., progression: _Optional[float] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("seed",)
@@ -172,7 +174,7 @@ class AgentStep(_message.Message):
     def __init__(self, observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., action_result: _Optional[_Union[_types_pb2.ActionResult, _Mapping]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("agents", "next_agents", "metrics", "episode_end", "step", "error")
+    __slots__ = ("agents", "next_agents", "metrics", "episode_end", "step", "error", "progression")
     class AgentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -186,13 +188,15 @@ class StepResponse(_message.Message):
     EPISODE_END_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROGRESSION_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.MessageMap[str, AgentStep]
     next_agents: _containers.RepeatedScalarFieldContainer[str]
     metrics: _struct_pb2.Struct
     episode_end: _types_pb2.EpisodeEnd
     step: int
     error: _types_pb2.Status
-    def __init__(self, agents: _Optional[_Mapping[str, AgentStep]] = ..., next_agents: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episode_end: _Optional[_Union[_types_pb2.EpisodeEnd, _Mapping]] = ..., step: _Optional[int] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ...) -> None: ...
+    progression: float
+    def __init__(self, agents: _Optional[_Mapping[str, AgentStep]] = ..., next_agents: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episode_end: _Optional[_Union[_types_pb2.EpisodeEnd, _Mapping]] = ..., step: _Optional[int] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., progression: _Optional[float] = ...) -> None: ...
 
 class RenderRequest(_message.Message):
     __slots__ = ("encoding",)
