@@ -1,11 +1,14 @@
 """``moria record-demos``: record few_shot demonstrations with Moria's own oracle players.
 
-For each (env, task) it opens env sessions with the oracle option (``OpenRequest.oracle``) and
-plays the ``expert_action`` hint of every observation, exactly what the ``oracle`` agent plays,
-but without a policy server. An episode is kept only when it ends with progression 1.0; kept
-episodes are appended to ``<out>/<env>/<task>.jsonl`` (format: ``orchestrator.store.demos``,
-docs/demos.md). The env servers are the local stack (``orchestrator.core.stack.LocalStack``, env
-server only) unless ``endpoints.env.<env>`` is set with ``--set``.
+Each demonstration is one ``orchestrator.core.episode.run_episode`` with ``agent.type=oracle``,
+as ``moria eval agent.type=oracle`` plays it: the env session is opened with the oracle option
+(``OpenRequest.oracle``) and the policy server's oracle player plays the ``expert_action`` hint
+of every observation. A ``DemoSink`` builds the demo from what ``run_episode`` reports (the
+instruction at the start, one step record per turn). An episode is kept only when it ends with
+progression 1.0; kept episodes are appended to ``<out>/<env>/<task>.jsonl`` (format:
+``orchestrator.store.demos``, docs/demos.md). The servers are the local stack
+(``orchestrator.core.stack.LocalStack``) unless ``endpoints.env.<env>`` / ``endpoints.policy``
+are set with ``--set``.
 
 Seeds come from the demo namespace (``demos.demo_seed``), never from a run seed. ``--episodes N``
 is the number of demos wanted per task; demos already in the file count, so rerunning the same
@@ -26,15 +29,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moria.observations import observation_text
-
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
 
     from moria.env.v1 import env_service_pb2 as env_pb
+    from orchestrator.core.episode import EpisodePlan
     from orchestrator.plan.spec import RunSpec
-    from orchestrator.store.demos import DemoRecord
+    from orchestrator.store.demos import DemoRecord, DemoStepRecord
+    from orchestrator.store.records import StepRecord
 
 #: Default demos wanted per task.
 DEFAULT_EPISODES = 3
@@ -43,10 +46,51 @@ DEFAULT_EPISODES = 3
 ATTEMPTS_PER_DEMO = 3
 #: Safety stop for one oracle episode when neither the env nor ``--max-steps`` ends it.
 STEP_GUARD = 10_000
+#: How the oracle player's reasoning starts when the observation held no hint and it played the
+#: default action instead (``agent_server/strategies/oracle.py``; a unit test checks they agree).
+NO_HINT_REASONING = "oracle hint 'expert_action' was absent"
 
 
 class RecordError(RuntimeError):
     """Recording cannot go on (a server failed); the message says why."""
+
+
+class DroppedEpisode(Exception):
+    """The oracle episode cannot become a demo (the message says why). Raised from a
+    ``run_episode`` callback, it ends the episode there."""
+
+
+@dataclass
+class DemoSink:
+    """Builds one oracle episode's demonstration from what ``run_episode`` reports: pass
+    ``on_start`` and ``on_step`` to it. ``on_start`` keeps the instruction (single-player games
+    only); ``on_step`` keeps one ``DemoStepRecord`` per turn and ends the episode
+    (``DroppedEpisode``) at the first turn where the oracle had no hint or played an invalid
+    action, or after ``STEP_GUARD`` steps without an end."""
+
+    instruction: str = ""
+    steps: list[DemoStepRecord] = field(default_factory=list)
+
+    async def on_start(self, plan: EpisodePlan, opened: env_pb.OpenResponse) -> None:
+        """Keep the instruction of the game's one agent. Raises RecordError for several."""
+        if len(opened.agents) != 1:
+            raise RecordError(f"{plan.env}:{plan.task} has {len(opened.agents)} players; "
+                              "record-demos records single-player games only")
+        self.instruction = next(iter(opened.agents.values())).instruction
+
+    async def on_step(self, plan: EpisodePlan, step: StepRecord) -> None:
+        """Keep one turn. Raises DroppedEpisode when it cannot be part of a demo."""
+        from orchestrator.store.demos import DemoStepRecord
+
+        index = len(self.steps)
+        if step.reasoning.startswith(NO_HINT_REASONING):
+            raise DroppedEpisode(f"the oracle gave no action at step {index}")
+        if not step.valid:
+            raise DroppedEpisode(f"the oracle's action {step.raw_completion!r} was invalid at "
+                                 f"step {index}")
+        self.steps.append(DemoStepRecord.from_step(step))
+        if len(self.steps) >= STEP_GUARD and not step.done:
+            raise DroppedEpisode(f"no end after {STEP_GUARD} steps")
 
 
 @dataclass
@@ -196,28 +240,34 @@ async def record_demos(spec: RunSpec, plan: list[tuple[str, str]], *, episodes: 
     envs = list(dict.fromkeys(env for env, _ in plan))
     try:
         async with contextlib.AsyncExitStack() as stack:
-            targets: dict[str, str] = {}
             if spec.endpoints.configured:
                 spec.endpoints.configure_clients()
-            local = [env for env in envs if not spec.endpoints.env.get(env)]
-            for env in envs:
-                if spec.endpoints.env.get(env):
-                    targets[env] = spec.endpoints.env[env][0]
-            if local:
+            targets = {env: spec.endpoints.env[env][0] for env in envs
+                       if spec.endpoints.env.get(env)}
+            policy = spec.endpoints.policy[0] if spec.endpoints.policy else ""
+            local = [env for env in envs if env not in targets]
+            if local or not policy:
+                # LocalStack always starts an env server: with every env remote it hosts one
+                # unused family beside the policy server
                 started = await stack.enter_async_context(LocalStack(
-                    local, out / "logs", env_capacity=max(8, 2 * workers), with_agent=False))
+                    local or envs[:1], out / "logs", env_capacity=max(8, 2 * workers),
+                    with_agent=not policy))
                 targets.update({env: started.env_target for env in local})
+                policy = policy or started.policy_target
             versions = {env: await _versions(EnvClient(targets[env])) for env in envs}
-            return await _record_all(spec, plan, targets, versions, episodes=episodes,
+            return await _record_all(spec, plan, targets, policy, versions, episodes=episodes,
                                      out=out, max_attempts=max_attempts, workers=workers,
                                      console=console, show_progress=show_progress)
     except StackError as exc:
-        raise RecordError(f"a local env server failed: {exc}") from None
+        raise RecordError(f"a local server failed: {exc}") from None
     finally:
         await close_channels()
 
 
 async def _versions(client: Any) -> dict[str, str]:
+    """The ``versions`` of the env server's demos: api, moria, then its components by name
+    (a protobuf map iterates in no fixed order, so they are sorted: the same server gives the
+    same bytes)."""
     import moria
 
     try:
@@ -225,12 +275,13 @@ async def _versions(client: Any) -> dict[str, str]:
     except Exception as exc:  # noqa: BLE001 - any failure to reach the server is fatal here
         raise RecordError(f"env server {client.target} did not answer: {exc}") from None
     versions = {"api": moria.API_VERSION, "moria": moria.__version__}
-    versions.update({f"env.{k}": v for k, v in info.version.components.items()})
+    versions.update({f"env.{k}": v for k, v in sorted(info.version.components.items())})
     return versions
 
 
 async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[str, str],
-                      versions: dict[str, dict[str, str]], *, episodes: int, out: Path,
+                      policy_target: str, versions: dict[str, dict[str, str]], *,
+                      episodes: int, out: Path,
                       max_attempts: int | None, workers: int, console: Console,
                       show_progress: bool) -> list[TaskOutcome]:
     from rich.progress import (
@@ -261,7 +312,7 @@ async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[
                   transient=False) as progress:
         bar = progress.add_task("demos", total=needed)
         tasks = [asyncio.create_task(_record_task(
-            spec, outcome, seeds, targets[outcome.env], versions[outcome.env],
+            spec, outcome, seeds, targets[outcome.env], policy_target, versions[outcome.env],
             max_attempts, slots, progress, bar)) for outcome, seeds in outcomes]
         try:
             await asyncio.gather(*tasks)
@@ -273,8 +324,8 @@ async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[
     return [o for o, _ in outcomes]
 
 
-async def _record_task(spec: RunSpec, outcome: TaskOutcome, known: set[int], target: str,
-                       versions: dict[str, str], max_attempts: int | None,
+async def _record_task(spec: RunSpec, outcome: TaskOutcome, known: set[int], env_target: str,
+                       policy_target: str, versions: dict[str, str], max_attempts: int | None,
                        slots: asyncio.Semaphore, progress: Progress, bar: TaskID) -> None:
     from orchestrator.core.episode import EpisodeSetupError
     from orchestrator.store.demos import append_demos, demo_seed
@@ -293,7 +344,8 @@ async def _record_task(spec: RunSpec, outcome: TaskOutcome, known: set[int], tar
         try:
             async with slots:
                 record, reason = await play_oracle_episode(
-                    target, spec, outcome.env, outcome.task, seed, versions)
+                    env_target, policy_target, spec, outcome.env, outcome.task, seed,
+                    versions)
         except EpisodeSetupError as exc:
             outcome.problem = str(exc)
             break
@@ -311,96 +363,48 @@ async def _record_task(spec: RunSpec, outcome: TaskOutcome, known: set[int], tar
         progress.advance(bar, missing - outcome.kept)  # the bar counts settled slots
 
 
-async def play_oracle_episode(target: str, spec: RunSpec, env: str, task: str, seed: int,
-                              versions: dict[str, str] | None = None,
+async def play_oracle_episode(env_target: str, policy_target: str, spec: RunSpec, env: str,
+                              task: str, seed: int, versions: dict[str, str] | None = None,
                               ) -> tuple[DemoRecord | None, str]:
-    """Play one episode of (env, task, seed) on the env server at ``target`` with the oracle's
-    hints (``info["expert_action"]``: an action name, or an index into the action names).
+    """Play one episode of (env, task, seed) with ``run_episode``: the env server at
+    ``env_target``, the oracle player (``spec``'s ``agent.type=oracle``) on the policy server at
+    ``policy_target``; a ``DemoSink`` builds the demo from what ``run_episode`` reports.
 
     Returns ``(record, "")`` when the episode ended with progression 1.0, else ``(None,
-    reason)``: the episode ended below 1.0, the oracle gave no hint, or its action was invalid.
+    reason)``: the episode ended below 1.0 or in an error, the oracle gave no hint, or its
+    action was invalid.
 
     Raises:
         EpisodeSetupError: the env rejects the task or the oracle option (the message is the
-            server's: unknown task, no expert for the task).
-        RecordError: the server failed or was lost.
+            server's: unknown task, no expert for the task), or the player its seat.
+        RecordError: a server failed or was lost, or the game has several players.
     """
-    from moria.clients import EnvClient
-    from moria.codecs import dict_from_struct
-    from moria.common.v1 import types_pb2
-    from orchestrator.core.episode import EpisodePlan, InfrastructureFault, open_env
-    from orchestrator.store.demos import ORACLE_SOURCES, DemoRecord, DemoStepRecord
+    from orchestrator.core.episode import EpisodePlan, InfrastructureFault, run_episode
+    from orchestrator.store.demos import ORACLE_SOURCES, DemoRecord
 
     plan = EpisodePlan(run_id="record-demos", env=env, task=task, episode_index=0, seed=seed,
-                       env_target=target, policy_target="")
-    session = EnvClient(target).session()
+                       env_target=env_target, policy_target=policy_target,
+                       versions=dict(versions or {}))
+    sink = DemoSink()
     try:
-        try:
-            opened = await open_env(session, plan, spec)
-        except InfrastructureFault as exc:
-            raise RecordError(f"env server {target} failed: {exc}") from None
-        if len(opened.agents) != 1:
-            raise RecordError(f"{env}:{task} has {len(opened.agents)} players; record-demos "
-                              "records single-player games only")
-        agent_id, start = next(iter(opened.agents.items()))
-        names = [a.name for a in start.action_space.actions]
-        observation = start.observation
-        steps: list[DemoStepRecord] = []
-        while len(steps) < STEP_GUARD:
-            hint = _hint(dict_from_struct(observation.info).get("expert_action"), names)
-            if not hint:
-                return None, f"the oracle gave no action at step {len(steps)}"
-            response = await _step(session, {agent_id: types_pb2.Action(text=hint)}, target)
-            result = response.agents[agent_id]
-            if not result.action_result.valid:
-                return None, f"the oracle's action {hint!r} was invalid at step {len(steps)}"
-            steps.append(DemoStepRecord(observation=observation_text(observation),
-                                        action=result.action_result.applied_action.text or hint,
-                                        reward=float(result.reward)))
-            observation = result.observation
-            if response.HasField("episode_end") or not response.next_agents:
-                metrics = (dict_from_struct(response.episode_end.metrics)
-                           or dict_from_struct(response.metrics))
-                progression = float(metrics.get("progression", 0.0))
-                if progression < 1.0:
-                    return None, (f"the episode ended after {len(steps)} steps with "
-                                  f"progression {progression:.2f}")
-                return DemoRecord(
-                    env=env, task=task, seed=seed, source=ORACLE_SOURCES.get(env, "oracle"),
-                    instruction=start.instruction, progression=progression,
-                    steps=tuple(steps), recorded_at=datetime.now(UTC).isoformat(),
-                    versions=dict(versions or {}), env_kwargs=spec.envs.kwargs_for(env)), ""
-        return None, f"no end after {STEP_GUARD} steps"
-    finally:
-        await session.close()
-
-
-async def _step(session: Any, actions: dict[str, Any], target: str) -> env_pb.StepResponse:
-    import grpc
-
-    from moria.clients import StreamClosedError
-
-    try:
-        response = await session.step(actions)
-    except (grpc.aio.AioRpcError, StreamClosedError) as exc:
-        detail = f"{exc.code().name}: {exc.details()}" if isinstance(
-            exc, grpc.aio.AioRpcError) else str(exc)
-        raise RecordError(f"env server {target} failed during an episode: {detail}") from None
-    if response.error.code != 0:
-        raise RecordError(f"env server {target} rejected a step: {response.error.message}")
-    return response
-
-
-def _hint(hint: object, names: list[str]) -> str:
-    """The action an ``expert_action`` hint names ("" when unusable), as the oracle agent
-    reads it: a string as given, an integer as an index into ``names``."""
-    if isinstance(hint, bool):
-        return ""
-    if isinstance(hint, float) and hint.is_integer():  # Struct numbers arrive as floats
-        hint = int(hint)
-    if isinstance(hint, int):
-        return names[hint] if 0 <= hint < len(names) else ""
-    return hint.strip() if isinstance(hint, str) else ""
+        episode = await run_episode(plan, spec, on_start=sink.on_start, on_step=sink.on_step)
+    except DroppedEpisode as exc:
+        return None, str(exc)
+    except InfrastructureFault as exc:
+        server = f"the {exc.server} server" if exc.server else "a server"
+        raise RecordError(f"{server} failed during an episode of {env}:{task} (seed {seed}): "
+                          f"{exc}") from None
+    if not episode.scored:
+        return None, (f"the episode ended with {episode.end_reason} after {len(sink.steps)} "
+                      f"steps: {episode.error}")
+    if episode.progression < 1.0:
+        return None, (f"the episode ended after {len(sink.steps)} steps with progression "
+                      f"{episode.progression:.2f}")
+    return DemoRecord(
+        env=env, task=task, seed=seed, source=ORACLE_SOURCES.get(env, "oracle"),
+        instruction=sink.instruction, progression=episode.progression, steps=tuple(sink.steps),
+        recorded_at=datetime.now(UTC).isoformat(), versions=dict(plan.versions),
+        env_kwargs=spec.envs.kwargs_for(env)), ""
 
 
 def _print_outcomes(outcomes: list[TaskOutcome], out: Path, console: Console) -> None:

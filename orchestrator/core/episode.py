@@ -319,15 +319,21 @@ class _Collected:
 
 #: Awaited after each agent turn of ``run_episode`` with the episode's plan and the turn.
 StepCallback = Callable[["EpisodePlan", StepRecord], Awaitable[None]]
+#: Awaited once the game is open and every seat's player has begun, with the episode's plan
+#: and the env's OpenResponse (each agent's instruction, action space and first observation).
+StartCallback = Callable[["EpisodePlan", env_pb.OpenResponse], Awaitable[None]]
 
 
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                       model_slots: asyncio.Semaphore | None = None,
-                      on_step: StepCallback | None = None) -> EpisodeRecord:
+                      on_step: StepCallback | None = None,
+                      on_start: StartCallback | None = None) -> EpisodeRecord:
     """Play one episode to its end and return its record.
 
     ``model_slots`` bounds in-flight model calls on the policy endpoint; ``await on_step(plan,
-    record)`` follows each agent turn (the runner's ``step`` event). Each step has
+    record)`` follows each agent turn (the runner's ``step`` event); ``await on_start(plan,
+    opened)`` follows the start, before the first turn. An exception a callback raises ends
+    the episode (the servers are told ``cancelled``) and propagates. Each step has
     ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
     ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
     Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
@@ -339,7 +345,9 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     late = ""
     try:
         async with asyncio.timeout(spec.eval.episode_timeout_s):
-            await driver.start()
+            opened = await driver.start()
+            if on_start is not None:
+                await on_start(plan, opened)
             while not driver.done:
                 for turn in await driver.step():
                     record = kept.add(turn)

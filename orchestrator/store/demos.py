@@ -34,6 +34,7 @@ from moria.files import atomic_write_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from orchestrator.plan.seeds import derive_seed
 from orchestrator.plan.spec import RunSpec
+from orchestrator.store.records import StepRecord
 
 #: The ``format`` tag of every demo line.
 DEMO_FORMAT = "moria-demo/1"
@@ -66,6 +67,14 @@ class DemoStepRecord:
     observation: str
     action: str
     reward: float = 0.0
+
+    @classmethod
+    def from_step(cls, step: StepRecord) -> DemoStepRecord:
+        """The demo step of one played turn (``orchestrator.core.episode.run_episode``'s step
+        record): the observation text the player saw, the action the env applied (the
+        player's own answer when the env names none) and the reward."""
+        return cls(observation=step.observation, action=step.action or step.raw_completion,
+                   reward=float(step.reward))
 
 
 @dataclass(frozen=True)

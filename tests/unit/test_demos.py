@@ -28,6 +28,7 @@ from orchestrator.store.demos import (
     read_demos,
     same_game,
 )
+from orchestrator.store.records import StepRecord
 
 GOTO = "BabyAI-MixedTrainLocal-v0/goto"
 
@@ -247,3 +248,68 @@ def test_loaded_demos_are_cut_by_max_icl_history(tmp_path: Path) -> None:
     assert "seed 2 view 0" in text and "seed 2 view 1" not in text  # the second cut after 1
     assert "only its first 1 of 3 steps are shown" in text
     assert "Your goal: go to the blue key." in text  # how demo 2's instruction differed
+
+
+def _turn_record(step: int, **fields: object) -> StepRecord:
+    values: dict[str, object] = {
+        "step": step, "agent_id": "agent", "observation": f"view {step}",
+        "raw_completion": "go forward", "action": "go forward",
+        "reasoning": "oracle hint 'expert_action'", "reward": 0.25, "model": "oracle"}
+    values.update(fields)
+    return StepRecord(**values)  # type: ignore[arg-type]
+
+
+def test_a_demo_step_is_built_from_the_episode_step_record() -> None:
+    step = _turn_record(3, raw_completion="turn left", action="turn left", reward=0.5)
+    assert DemoStepRecord.from_step(step) == DemoStepRecord("view 3", "turn left", 0.5)
+    # the env named no applied action: the player's own answer stands
+    assert DemoStepRecord.from_step(_turn_record(0, action="")).action == "go forward"
+
+
+async def test_the_demo_sink_keeps_the_instruction_and_the_turns() -> None:
+    from moria.env.v1 import env_service_pb2 as env_pb
+    from orchestrator.apps.record_demos import DemoSink, RecordError
+    from orchestrator.core.episode import EpisodePlan
+
+    plan = EpisodePlan(run_id="record-demos", env="babyai", task=GOTO, episode_index=0,
+                       seed=7, env_target="", policy_target="")
+    sink = DemoSink()
+    await sink.on_start(plan, env_pb.OpenResponse(
+        agents={"agent": env_pb.AgentStart(instruction="go to the red ball")}))
+    for index in range(2):
+        await sink.on_step(plan, _turn_record(index))
+    assert sink.instruction == "go to the red ball"
+    assert sink.steps == [DemoStepRecord("view 0", "go forward", 0.25),
+                          DemoStepRecord("view 1", "go forward", 0.25)]
+    with pytest.raises(RecordError, match="2 players"):
+        await DemoSink().on_start(plan, env_pb.OpenResponse(
+            agents={"a": env_pb.AgentStart(), "b": env_pb.AgentStart()}))
+
+
+async def test_the_demo_sink_drops_an_episode_the_oracle_could_not_play() -> None:
+    """An invalid action, or a turn where the oracle player had no hint (it plays the default
+    action and says so in its reasoning, which the sink reads), ends the candidate."""
+    from agent_server.strategies import create_strategy
+    from agent_server.turn import EpisodeContext, TurnInput
+    from moria.config import AgentConfig, ClientConfig
+    from orchestrator.apps.record_demos import DemoSink, DroppedEpisode
+    from orchestrator.core.episode import EpisodePlan
+
+    plan = EpisodePlan(run_id="record-demos", env="babyai", task=GOTO, episode_index=0,
+                       seed=7, env_target="", policy_target="")
+    sink = DemoSink()
+    await sink.on_step(plan, _turn_record(0))
+    with pytest.raises(DroppedEpisode, match="'jump' was invalid at step 1"):
+        await sink.on_step(plan, _turn_record(1, raw_completion="jump", valid=False))
+
+    oracle = create_strategy(EpisodeContext(
+        instruction="", action_names=["go forward", "turn left"], default_action="go forward",
+        agent=AgentConfig(type="oracle"), client=ClientConfig(), seed=1, env_name="babyai",
+        task=GOTO, agent_id="agent"), None)
+    hinted = await oracle.act(TurnInput(0, "view", "", None, [], {"expert_action": "turn left"}))
+    no_hint = await oracle.act(TurnInput(1, "view", "", None, [], {}))
+    sink = DemoSink()
+    await sink.on_step(plan, _turn_record(0, reasoning=hinted.reasoning))
+    with pytest.raises(DroppedEpisode, match="the oracle gave no action at step 1"):
+        await sink.on_step(plan, _turn_record(1, reasoning=no_hint.reasoning))
+    assert len(sink.steps) == 1
