@@ -221,7 +221,7 @@ async def play_moria(stack: LocalStack, spec: RunSpec, env: str, task: str, seed
         await driver.finish(None)
     return Captured(turns, list(model.requests), list(model.answers), names,
                     start.action_space.default_action,
-                    float(driver.metrics.get("progression", 0.0)))
+                    driver.progression)
 
 
 # -- the same episode through BALROG's own code

@@ -160,8 +160,9 @@ class EpisodeDriver:
     advances it one protocol command at a time.
 
     State after each step: ``num_steps``, ``next_agents``, ``metrics`` (the env's, final once
-    done), ``returns`` (reward summed per agent, waiting seats included), ``last_step`` (the
-    env's StepResponse), and ``end_reason`` (None while running; ``terminated``, ``truncated``
+    done), ``progression`` (the env's typed figure in [0, 1], final once done), ``returns``
+    (reward summed per agent, waiting seats included), ``last_step`` (the env's StepResponse),
+    and ``end_reason`` (None while running; ``terminated``, ``truncated``
     or ``agent_error``, with ``error`` saying which player failed and why).
 
     Raises (from ``start``/``step``): InfrastructureFault (a server is lost: re-queue),
@@ -178,6 +179,7 @@ class EpisodeDriver:
         self.next_agents: list[str] = []
         self.num_steps = 0
         self.metrics: dict[str, Any] = {}
+        self.progression = 0.0
         self.returns: dict[str, float] = {}
         self.end_reason: EndReason | None = None
         self.error = ""
@@ -213,6 +215,7 @@ class EpisodeDriver:
                 f"opening the game missed the step deadline of {deadline:g} s") from None
         self.next_agents = list(opened.next_agents)
         self.metrics = dict_from_struct(opened.metrics)
+        self.progression = opened.progression
         self.returns = dict.fromkeys(opened.agents, 0.0)
         return opened
 
@@ -261,10 +264,12 @@ class EpisodeDriver:
         self.last_step = response
         self.num_steps = int(response.step)
         self.metrics = dict_from_struct(response.metrics)
+        self.progression = response.progression
         self.next_agents = list(response.next_agents)
         if response.HasField("episode_end"):
             self.end_reason = _END_REASONS.get(response.episode_end.reason, "truncated")
             self.metrics = dict_from_struct(response.episode_end.metrics) or self.metrics
+            self.progression = response.episode_end.progression
             self.error = response.episode_end.detail
         elif not self.next_agents:
             self.end_reason = "truncated"
@@ -282,7 +287,7 @@ class EpisodeDriver:
         for stream in kept:
             await stream.stop()
         await _finish(self.session, self.seats, end_reason or self.end_reason or "cancelled",
-                      self.metrics, self.num_steps)
+                      self.metrics, self.progression, self.num_steps)
 
 
 @dataclass
@@ -364,7 +369,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         await driver.finish(ending)
     end_reason: EndReason = "env_error" if late else (driver.end_reason or "truncated")
     metrics = driver.metrics
-    progression = 0.0 if late else float(metrics.get("progression", 0.0))
+    progression = 0.0 if late else driver.progression
     usage = kept.usage
     # reads the saved protocol-check file under protocol=balrog: off the event loop
     protocol = await asyncio.to_thread(protocol_record, driver.seats)
@@ -560,11 +565,11 @@ async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,
 
 
 async def _finish(session: EnvSession, seats: list[Seat], end_reason: str,
-                  metrics: dict[str, Any], num_steps: int) -> None:
+                  metrics: dict[str, Any], progression: float, num_steps: int) -> None:
     reason = next((k for k, v in _END_REASONS.items() if v == end_reason),
                   types_pb2.END_REASON_CANCELLED)
     end = types_pb2.EpisodeEnd(reason=reason, metrics=struct_from_dict(metrics),
-                               num_steps=num_steps)
+                               progression=progression, num_steps=num_steps)
     for seat in seats:
         with contextlib.suppress(Exception):
             await seat.stream.end(end)
