@@ -103,8 +103,8 @@ async def remote_steps_per_s(total_steps: int, sessions: int) -> float:
 async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]:
     """Wall time of ``episodes`` concurrent episodes against a fixed-latency chat server."""
     from orchestrator.core.episode import EpisodePlan, run_episode
-    from orchestrator.plan.spec import load_spec
     from orchestrator.core.stack import LocalStack
+    from orchestrator.plan.spec import load_spec
 
     fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
                              "--latency", str(latency_s), "--reply", "turn left"],

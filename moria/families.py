@@ -45,7 +45,8 @@ class FamilyManifest:
     ``suites``: suite name -> :class:`SuiteEntry`. ``oracle_source``: the name demonstrations
     recorded by its oracle player carry (None: no oracle). ``seed_cycle``: n when an episode's
     seed picks one of n fixed games by ``seed mod n`` (TextWorld's 25), else None.
-    ``prepare``: the data items ``moria prepare`` builds for it (``moria prepare --env ITEM``).
+    ``prepare``: the names of its data sources, which ``moria prepare`` builds (``moria prepare
+    --env SOURCE``); each is defined in the family folder's ``prepare.py`` (``SOURCES``).
     ``report_kind``: how its results are summarised. ``extra``: the pyproject extra that
     installs it. ``image``: its container image name (``deploy/docker/<image>``).
     ``balrog_text``: its observation text changed between BALROG commits, so under

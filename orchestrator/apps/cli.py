@@ -272,7 +272,7 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     """Run (or resume) a round-robin tournament; print and write its tables. Exit 0 when
     every game was scored, 1 when any failed (the count and the first distinct errors are
     printed; failed games count for nobody), 2 for a bad spec or setup."""
-    from orchestrator.apps.prepare import PrepareError, build_items, items_for_spec
+    from orchestrator.apps.prepare import PrepareError, build_items, items_for_specs
     from orchestrator.apps.tournament import (
         TournamentSpecError,
         load_tournament,
@@ -290,12 +290,9 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     except (TournamentSpecError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
-    items: dict[tuple[str, str], Any] = {}
-    for match in schedule(spec):
-        for item in items_for_spec(run_spec_for(spec, match)):
-            items.setdefault((item.source, item.name), item)
     try:
-        build_items(list(items.values()), console=console, show_progress=not args.no_progress)
+        items = items_for_specs(run_spec_for(spec, match) for match in schedule(spec))
+        build_items(items, console=console, show_progress=not args.no_progress)
     except PrepareError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2

