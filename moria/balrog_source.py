@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from moria.config import AgentConfig, ClientConfig
+from moria.families import balrog_references
 
 #: ``agent.type`` -> (BALROG module under ``balrog.agents``, class name).
 AGENT_CLASSES: dict[str, tuple[str, str]] = {
@@ -49,16 +50,6 @@ AGENT_CLASSES: dict[str, tuple[str, str]] = {
     "few_shot": ("few_shot", "FewShotAgent"),
 }
 
-#: Moria env family -> BALROG's env name (the key of its ``EnvWrapper`` dispatch) and the
-#: package under ``balrog.environments`` holding that env's instruction prompt.
-ENVS: dict[str, tuple[str, str]] = {
-    "babyai": ("babyai", "babyai_text"),
-    "crafter": ("crafter", "crafter"),
-    "textworld": ("textworld", "textworld"),
-    "babaisai": ("babaisai", "babaisai"),
-    "minihack": ("minihack", "minihack"),
-    "nle": ("nle", "nle"),
-}
 
 #: The NLE language-wrapper module BALROG's MiniHack instruction reads its action map from.
 NLE_WRAPPER_MODULE = "nle.language_wrapper.wrappers.nle_language_wrapper"
@@ -376,10 +367,11 @@ class BalrogSource:
 
     def _wrapper(self, env: str, task: str, action_names: Sequence[str],
                  default_action: str) -> Any:
-        if env not in ENVS:
+        references = balrog_references()  # each family's manifest names it as BALROG does
+        if env not in references:
             raise BalrogSourceError(f"agent.protocol=balrog covers BALROG's environments "
-                                    f"({', '.join(ENVS)}); {env!r} is not one of them")
-        balrog_env, package = ENVS[env]
+                                    f"({', '.join(references)}); {env!r} is not one of them")
+        balrog_env, package = references[env].env, references[env].package
         if f"environments.{package}" in self.load_errors:
             raise BalrogSourceError(f"BALROG's {package} module would not import: "
                                     f"{self.load_errors[f'environments.{package}']}")
@@ -523,7 +515,7 @@ def load_balrog_source(path: str) -> BalrogSource:
             for name in ("client", "prompt_builder", "prompt_builder.history", "agents.base",
                          *(f"agents.{m}" for m, _ in AGENT_CLASSES.values()),
                          "environments.env_wrapper",
-                         *(f"environments.{p}" for _, p in ENVS.values())):
+                         *(f"environments.{r.package}" for r in balrog_references().values())):
                 _import(name, source)
         for required in ("client", "prompt_builder", "environments.env_wrapper"):
             if required in source.load_errors:

@@ -37,6 +37,18 @@ class SuiteEntry:
 
 
 @dataclass(frozen=True)
+class BalrogReference:
+    """How BALROG's own code names a family, for ``agent.protocol=balrog`` and ``moria
+    protocol-check``: ``env`` is BALROG's env name (its ``config.envs.names`` entry), ``package``
+    the module under BALROG's ``environments/`` that holds its instructions, ``check_task`` the
+    task ``moria protocol-check`` plays by default."""
+
+    env: str
+    package: str
+    check_task: str
+
+
+@dataclass(frozen=True)
 class FamilyManifest:
     """One family's facts.
 
@@ -56,6 +68,7 @@ class FamilyManifest:
     options worth knowing (the family itself rejects an unknown key with the allowed list).
     ``id_prefixes``: how an environment id in a BALROG worker config names this family (an id
     starting with one of them). ``aliases``: other names ``llm-worker --env`` accepts for it.
+    ``balrog``: how BALROG's code names it (:class:`BalrogReference`; None: not a BALROG env).
     """
 
     name: str
@@ -72,6 +85,7 @@ class FamilyManifest:
     options_help: str = ""
     id_prefixes: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    balrog: BalrogReference | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The JSON form stored in ``families.json``."""
@@ -91,7 +105,8 @@ class FamilyManifest:
                    default_options=dict(data.get("default_options", {})),
                    options_help=str(data.get("options_help", "")),
                    id_prefixes=tuple(data.get("id_prefixes", ())),
-                   aliases=tuple(data.get("aliases", ())))
+                   aliases=tuple(data.get("aliases", ())),
+                   balrog=BalrogReference(**data["balrog"]) if data.get("balrog") else None)
 
 
 def table_text(manifests: list[FamilyManifest]) -> str:
@@ -168,3 +183,10 @@ def balrog_text_envs() -> frozenset[str]:
 def oracle_sources() -> dict[str, str]:
     """env -> the source name of its oracle's demonstrations, for envs with an oracle."""
     return {name: m.oracle_source for name, m in families().items() if m.oracle_source}
+
+
+def balrog_references() -> dict[str, BalrogReference]:
+    """env name -> how BALROG's code names it, for every BALROG env, in BALROG's suite order."""
+    table = families()
+    return {env: ref for env in suite_envs("balrog")
+            if (ref := table[env].balrog) is not None}

@@ -44,6 +44,7 @@ from moria.balrog_source import (
     load_balrog_source,
 )
 from moria.config import BALROG_AGENT_TYPES, AgentConfig, ClientConfig
+from moria.families import balrog_references
 from orchestrator.core.episode import (
     EpisodeDriver,
     EpisodePlan,
@@ -55,15 +56,9 @@ from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import RunSpec
 from orchestrator.store.protocol_record import save_check
 
-#: The env -> task each check plays by default (one of BALROG's tasks of that env).
-DEFAULT_TASKS: dict[str, str] = {
-    "babyai": "BabyAI-MixedTrainLocal-v0/goto",
-    "crafter": "default",
-    "textworld": "coin_collector",
-    "babaisai": "env/goto_win",
-    "minihack": "MiniHack-MazeWalk-9x9-v0",
-    "nle": "NetHackChallenge-v0",
-}
+#: The env -> task each check plays by default (its manifest's ``balrog.check_task``).
+DEFAULT_TASKS: dict[str, str] = {env: reference.check_task
+                                 for env, reference in balrog_references().items()}
 #: Strategies checked by default (few_shot also needs recorded demonstrations).
 DEFAULT_STRATEGIES: tuple[str, ...] = ("naive", "cot", "robust_naive", "robust_cot")
 #: Model name the scripted model answers as.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moria.families import FamilyManifest, SuiteEntry
+from moria.families import BalrogReference, FamilyManifest, SuiteEntry
 
 _ONE_ROOM = ("goto_win", "make_win")
 _DISTRACTORS = ("", "-distr_obj", "-distr_rule", "-distr_obj_rule", "-distr_obj-irrelevant_rule")
@@ -21,6 +21,7 @@ BALROG_TASKS: tuple[str, ...] = (
 
 MANIFESTS = [FamilyManifest(
     name="babaisai", entry_point="env_server.families.babaisai:BabaIsAIFamily",
+    balrog=BalrogReference(env="babaisai", package="babaisai", check_task="env/goto_win"),
     suites={"balrog": SuiteEntry(position=3, default_tasks=BALROG_TASKS, episodes_per_task=3)},
     oracle_source="solver", image="babaisai", id_prefixes=("env/",),
     options_help="text_fixes: true, tile_size",

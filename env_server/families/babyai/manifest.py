@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moria.families import FamilyManifest, SuiteEntry
+from moria.families import BalrogReference, FamilyManifest, SuiteEntry
 
 #: BALROG's five BabyAI tasks (one per mission kind of MixedTrainLocal).
 BALROG_TASKS: tuple[str, ...] = (
@@ -15,6 +15,8 @@ BALROG_TASKS: tuple[str, ...] = (
 
 MANIFESTS = [FamilyManifest(
     name="babyai", entry_point="env_server.families.babyai:BabyAIFamily",
+    balrog=BalrogReference(env="babyai", package="babyai_text",
+                           check_task="BabyAI-MixedTrainLocal-v0/goto"),
     suites={"balrog": SuiteEntry(position=0, default_tasks=BALROG_TASKS, episodes_per_task=10)},
     oracle_source="babyai-bot", extra="babyai", image="babyai", default_options={"num_dists": 0},
     id_prefixes=("BabyAI-",), aliases=("minigrid",),

@@ -3,10 +3,11 @@ generated games each (an episode's seed picks game ``seed mod 25``)."""
 
 from __future__ import annotations
 
-from moria.families import FamilyManifest, SuiteEntry
+from moria.families import BalrogReference, FamilyManifest, SuiteEntry
 
 MANIFESTS = [FamilyManifest(
     name="textworld", entry_point="env_server.families.textworld:TextWorldFamily",
+    balrog=BalrogReference(env="textworld", package="textworld", check_task="coin_collector"),
     suites={"balrog": SuiteEntry(
         position=2, default_tasks=("treasure_hunter", "the_cooking_game", "coin_collector"),
         episodes_per_task=10)},
