@@ -491,14 +491,23 @@ def env_options(spec: RunSpec, env: str) -> dict[str, Any]:
     return options
 
 
-async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
-                         ) -> env_pb.OpenResponse:
+@dataclass(frozen=True)
+class Rehearsal:
+    """What ``rehearse_start`` found: the env's OpenResponse and the episode's ``protocol``
+    entry (``protocol_record``: the seat's prompting protocol, with the saved protocol-check
+    result of its BALROG commit under ``balrog``)."""
+
+    opened: env_pb.OpenResponse
+    protocol: dict[str, Any]
+
+
+async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec) -> Rehearsal:
     """Open ``plan``'s game on ``session`` and begin every seat's player, then end the players
     (the caller closes ``session``): a preflight that a bad env option or a player that cannot
     play this game (a scripted bot for another game, an RL checkpoint for another task, a
     human seat on a server without a console) stops a run before its first episode.
 
-    Returns the env's OpenResponse. Raises EpisodeSetupError (the env rejects the options),
+    Returns the Rehearsal. Raises EpisodeSetupError (the env rejects the options),
     PlayerSetupError (a policy rejects its seat) or InfrastructureFault (a server is lost).
     """
     opened = await open_env(session, plan, spec)
@@ -510,7 +519,7 @@ async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
         for seat in seats:
             with contextlib.suppress(Exception):
                 await seat.stream.end(end)
-    return opened
+    return Rehearsal(opened, await asyncio.to_thread(protocol_record, seats))
 
 
 async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,

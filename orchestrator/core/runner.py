@@ -410,7 +410,9 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[st
                            env_target=env_targets[env], policy_target=policy_target)
         session = EnvClient(plan.env_target).session()
         try:
-            opened = await rehearse_start(session, plan, spec)
+            rehearsal = await rehearse_start(session, plan, spec)
+            opened = rehearsal.opened
+            _warn_unchecked_protocol(env, rehearsal.protocol)
             if spec.agent.max_image_history > 0 and not any(
                     a.observation.HasField("image") and a.observation.image.data
                     for a in opened.agents.values()):
@@ -424,6 +426,23 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[st
             pass
         finally:
             await session.close()
+
+
+
+def _warn_unchecked_protocol(env: str, protocol: dict[str, Any]) -> None:
+    """Warn, before any episode, when a run under ``agent.protocol=balrog`` uses a BALROG
+    checkout whose ``moria protocol-check`` has not passed: its figures are plotted beside
+    BALROG's leaderboard, which only a passed check makes comparable."""
+    check = protocol.get("protocol_check")
+    if protocol.get("name") != "balrog" or not isinstance(check, dict):
+        return
+    status = str(check.get("status", "not run"))
+    if status != "passed":
+        log.warning("%s: moria protocol-check has %s for BALROG commit %s; run `moria "
+                    "protocol-check --balrog %s` before comparing these figures with BALROG's "
+                    "leaderboard", env, "not been run" if status == "not run" else status,
+                    protocol.get("balrog_commit") or "unknown",
+                    protocol.get("balrog_source") or "PATH")
 
 
 def _run_id(spec: RunSpec, out: Path) -> str:

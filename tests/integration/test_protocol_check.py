@@ -74,6 +74,9 @@ async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> Non
     assert protocol["generation"] == {"temperature": 0.5, "max_tokens": 321}
     assert len(protocol["instruction_sha256"]) == 64
     assert protocol["protocol_check"]["status"] == "not run"
+    # the run said so before its first episode, naming the command that checks the commit
+    assert "moria protocol-check has not been run for BALROG commit unknown" in err
+    assert f"moria protocol-check --balrog {STANDIN}` before comparing" in err
     # BALROG's request: the instruction as a user message, the checkout's settings, no seed
     first = requests[0]
     assert first["messages"][0]["role"] == "user"
