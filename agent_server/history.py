@@ -23,8 +23,11 @@ A past step is remembered while at least one window still covers it (that is, th
 ``max(N, M - 1, C)`` past steps, C counting only with ``remember_cot``); older steps are dropped
 entirely so prompts stay bounded on long games (BALROG also drops events beyond its window).
 
-With ``alternate_roles`` the instruction is sent as a user message and consecutive same-role
-messages are merged, for providers whose chat templates require strict user/assistant turns.
+With ``alternate_roles`` the instruction is sent as a user message instead of a system message.
+The builder never merges messages: same-role neighbours (the instruction and the first
+observation, for one) are merged by the backend while it builds its request, always for
+providers that need strictly alternating turns (``Backend.strict_alternation``) and otherwise
+when ``client.alternate_roles`` asks.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from agent_server.backends.base import ChatMessage, Role, merge_consecutive_roles
+from agent_server.backends.base import ChatMessage, Role
 from agent_server.turn import TurnInput
 from moria.config import AgentConfig
 
@@ -73,7 +76,8 @@ class HistoryBuilder:
         instruction: the full system prompt (env instruction plus the strategy's format rules).
         agent: the history windows (``max_text_history``, ``max_image_history``,
             ``max_cot_history``, ``remember_cot``).
-        alternate_roles: send the instruction as a user message and merge same-role neighbours.
+        alternate_roles: send the instruction as a user message (the backend merges it with
+            the user message that follows).
         answer_template: how a past action is written back as the assistant's answer; must
             contain ``{action}`` (for example ``"ACTION: {action}"``), so the in-context answers
             follow the format the strategy asks for.
@@ -127,7 +131,8 @@ class HistoryBuilder:
         )
 
     def build(self, turn: TurnInput) -> list[ChatMessage]:
-        """The chat for ``turn``: instruction, remembered steps, then the current observation."""
+        """The chat for ``turn``: instruction, remembered steps, then the current observation
+        (unmerged: role merging is the backend's)."""
         role: Role = "user" if self.alternate_roles else "system"
         messages = [ChatMessage(role=role, content=self.instruction)]
         past = list(self._steps)
@@ -136,8 +141,6 @@ class HistoryBuilder:
             messages.append(self._past_observation(step, age))
             messages.append(self._answer(step, age))
         messages.append(self._current_observation(turn))
-        if self.alternate_roles:
-            messages = merge_consecutive_roles(messages)
         return messages
 
     def _past_observation(self, step: HistoryStep, age: int) -> ChatMessage:

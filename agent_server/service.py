@@ -217,6 +217,7 @@ class _Metered(Backend):
     def __init__(self, inner: Backend, metrics: Metrics, backend: str, model: str):
         self.inner = inner
         self.name = inner.name
+        self.strict_alternation = inner.strict_alternation
         self._metrics = metrics
         self._labels = (backend, model)
 

@@ -56,8 +56,9 @@ class Decision:
     thought). ``usage``: token counts of this turn's model calls. ``latency_s``: wall-clock
     seconds of the model call(s), retries included. ``stop_reason``: the normalised stop reason
     (``backends.base.STOP_*``; empty for non-LLM strategies). ``attempts``: tries the model call
-    took (0 for non-LLM strategies). ``prompt_json``: the exact prompt sent, as JSON (only with
-    ``EpisodeContext.record_prompts``; images appear as sha256 hex digests).
+    took (0 for non-LLM strategies). ``prompt_json``: the exact chat handed to the backend, as
+    JSON (only with ``EpisodeContext.record_prompts``; images appear as sha256 hex digests),
+    before the backend's own request building (role merging among it).
     """
 
     action: str

@@ -9,10 +9,11 @@ Request building (``AnthropicBackend.request``):
 - every ``system`` message goes to the top-level ``system`` field (several are joined with a blank
   line, in order); images attached to a system message move to the first user turn;
 - the other messages always have same-role runs merged (``merge_consecutive_roles``), because the
-  API wants strictly alternating turns; a leading assistant turn (or no turn at all) gets the
-  user turn ``LEADING_USER_TURN`` put before it; whitespace-only text is never sent (a message
-  left with nothing is dropped before merging) and a final assistant turn (a prefill) is
-  right-stripped, as the API rejects trailing whitespace there;
+  API wants strictly alternating turns (``AnthropicBackend.strict_alternation``; the chat arrives
+  unmerged, whatever ``client.alternate_roles`` says); a leading assistant turn (or no turn at
+  all) gets the user turn ``LEADING_USER_TURN`` put before it; whitespace-only text is never
+  sent (a message left with nothing is dropped before merging) and a final assistant turn (a
+  prefill) is right-stripped, as the API rejects trailing whitespace there;
 - each PNG in ``ChatMessage.images`` becomes a base64 ``image`` block placed *before* the text
   block of its message (Anthropic's documented best order: image first, then the question);
 - ``max_tokens`` is ``params.max_tokens``; with thinking on it is ``budget + params.max_tokens``,
@@ -247,6 +248,8 @@ def _completion(
 
 class AnthropicBackend(Backend):
     """One ``AsyncAnthropic`` client for the Messages API; safe to share between episodes."""
+
+    strict_alternation = True  # the Messages API takes only alternating user/assistant turns
 
     def __init__(self, client: ClientConfig, *, api_key: str, key_env: str | None = None):
         """``api_key``: the key, sent as ``x-api-key``; ``key_env``: the env var it came from

@@ -112,6 +112,12 @@ class Backend(abc.ABC):
     re-entrant); they hold no per-episode state."""
 
     name: str = ""
+    #: Whether the provider's API takes only strictly alternating user/assistant turns. Such a
+    #: backend always merges same-role neighbours (``merge_consecutive_roles``) while building
+    #: its request; any other backend merges them only when ``client.alternate_roles`` asks
+    #: (for chat templates that need alternation). Backends are the only place that merges:
+    #: strategies and the history builder hand over the chat unmerged.
+    strict_alternation: bool = False
 
     @abc.abstractmethod
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
@@ -138,6 +144,7 @@ class ConcurrencyLimited(Backend):
             raise ValueError(f"concurrency limit must be >= 1, got {limit}")
         self.inner = inner
         self.name = inner.name
+        self.strict_alternation = inner.strict_alternation
         self.limit = limit
         self.in_flight = 0
         self.waiting = 0
@@ -181,6 +188,7 @@ class PromptCapped(Backend):
             raise ValueError(f"prompt cap must be >= 1 byte, got {limit}")
         self.inner = inner
         self.name = inner.name
+        self.strict_alternation = inner.strict_alternation
         self.limit = limit
         self.provider = provider
 
@@ -203,6 +211,7 @@ class PromptCapped(Backend):
 def merge_consecutive_roles(messages: list[ChatMessage]) -> list[ChatMessage]:
     """Merge runs of same-role messages (for providers that need strictly alternating roles).
 
+    Called only by the backends, in their request building (see ``Backend.strict_alternation``).
     Contents of a run are joined with a blank line; their images are concatenated in order.
     Returns a new list; the input messages are not modified.
     """

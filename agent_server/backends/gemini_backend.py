@@ -10,8 +10,9 @@ chunk when streaming (``asyncio.timeout`` plus the SDK's per-request timeout).
 Mapping to the wire format:
 
 - system messages -> ``systemInstruction`` (joined with a blank line, wherever they appear);
-  user -> role ``user``, assistant -> role ``model``; runs of the same role are merged (the API
-  wants alternating turns); each PNG image -> an ``inlineData`` part after the text part.
+  user -> role ``user``, assistant -> role ``model``; runs of the same role are always merged
+  (the API wants alternating turns: ``GeminiBackend.strict_alternation``); each PNG image -> an
+  ``inlineData`` part after the text part.
 - ``GenerateParams``: ``temperature`` (omitted when None), ``max_tokens`` ->
   ``maxOutputTokens`` (which on thinking models also bounds the thinking tokens); from
   ``extra``: ``seed``, ``top_p``, ``top_k``, ``stop_sequences`` (or ``stop``),
@@ -192,6 +193,8 @@ def _enum_name(value: Any) -> str:
 
 class GeminiBackend(Backend):
     """One ``genai.Client`` (Gemini Developer API, API key) for one model; safe to share."""
+
+    strict_alternation = True  # generateContent wants alternating user/model turns
 
     def __init__(self, client: ClientConfig, *, api_key: str, key_env: str | None = None):
         """``api_key``: the Gemini API key (sent as the ``x-goog-api-key`` header, never shown);

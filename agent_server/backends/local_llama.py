@@ -5,7 +5,9 @@ A model is loaded once per process per (GGUF path, n_ctx) and shared by every ba
 serialized per model by a lock. ``client.local_contexts`` > 1 keeps several llama.cpp contexts
 of the model, one per distinct first prompt message (each seat of a multi-agent game has its
 own instruction), so alternating seats stop evicting each other's KV-cache prefix. Chat
-prompts use the GGUF's own chat template.
+prompts use the GGUF's own chat template; same-role messages are merged into one turn only when
+``client.alternate_roles`` asks (``strict_alternation`` False), for templates that need strictly
+alternating turns.
 
 Speed and determinism: the sampler is seeded per call (``extra["seed"]``, default 0). By default
 the model's KV cache is kept between calls and llama.cpp evaluates only the tokens after the
@@ -241,6 +243,7 @@ class LocalLlamaBackend(Backend):
         state of the longest cached prompt prefix; False re-evaluates the whole prompt) and
         llama.cpp sampling keys (top_p, top_k, min_p, stop, repeat_penalty, ...); other keys
         are ignored.
+        Same-role neighbours are merged first when ``client.alternate_roles``.
         ``latency_s`` includes waiting for the model lock. Raises ``BackendError`` (images given,
         prompt longer than n_ctx, model missing or failing to load).
         """

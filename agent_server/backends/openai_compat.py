@@ -3,6 +3,11 @@
 Uses the official ``openai`` SDK (``AsyncOpenAI``) with the SDK's own retries off, so the shared
 tenacity policy (``retry.py``) governs. ``client.timeout`` bounds each attempt: the whole response
 when not streaming, the wait for each chunk when streaming (``client.stream``).
+
+Roles: the chat arrives unmerged; the chat-completions API takes any order of roles
+(``strict_alternation`` False), so same-role neighbours are merged (``merge_consecutive_roles``)
+only when ``client.alternate_roles`` asks, for served models whose chat template needs strictly
+alternating turns.
 """
 
 from __future__ import annotations
@@ -206,7 +211,7 @@ class OpenAICompatBackend(Backend):
 
     def _request(self, messages: list[ChatMessage], params: GenerateParams) -> dict[str, Any]:
         """The chat-completions request body (extra provider keys merged in, as the SDK's
-        ``extra_body`` would)."""
+        ``extra_body`` would; same-role messages merged when ``client.alternate_roles``)."""
         if self._client_cfg.alternate_roles:
             messages = merge_consecutive_roles(messages)
         body: dict[str, Any] = {

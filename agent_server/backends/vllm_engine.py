@@ -19,7 +19,9 @@ own ``generation_config`` defaults apply underneath, as in vLLM's server. ``para
 constrains the output to one of the strings through vLLM's structured outputs
 (``StructuredOutputsParams(choice=...)``, or ``GuidedDecodingParams`` on older releases). Images
 are sent as OpenAI-style ``image_url`` PNG data URL parts, which ``llm.chat`` accepts for
-multimodal models.
+multimodal models. Same-role messages are merged into one turn only when
+``client.alternate_roles`` asks (``strict_alternation`` False: the model's chat template
+decides what it accepts).
 
 vLLM releases 0.8 to 0.10.1 refuse to create an engine outside the main thread; use vLLM 0.10.2
 or later (or a vLLM server through ``client.base_url``).

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent_server.backends.base import Backend, ChatMessage
-from agent_server.history import HistoryBuilder, merge_consecutive_roles
+from agent_server.history import HistoryBuilder
 from agent_server.strategies.llm import system_prompt
 from agent_server.strategies.naive import NaiveStrategy
 from agent_server.turn import DemoEpisode, EpisodeContext, TurnInput
@@ -133,25 +133,21 @@ def _briefing(demo_instruction: str, instruction: str) -> list[str]:
 class _DemoHistory(HistoryBuilder):
     """The shared history, with the demonstration turns inserted after the instruction.
 
-    Built without role merging; ``alternate_roles`` is applied after the insertion so the
-    demonstrations always follow the instruction.
+    Like the shared history it never merges roles: the backend merges same-role neighbours of
+    the finished chat (with ``alternate_roles``, the user-role instruction and the first demo
+    turn), so the demonstrations always follow the instruction.
     """
 
     def __init__(self, instruction: str, agent: AgentConfig, demos: list[ChatMessage], *,
                  alternate_roles: bool, answer_template: str) -> None:
-        super().__init__(instruction, agent, alternate_roles=False,
+        super().__init__(instruction, agent, alternate_roles=alternate_roles,
                          answer_template=answer_template)
         self.demos = demos
-        self.merge_roles = alternate_roles
 
     def build(self, turn: TurnInput) -> list[ChatMessage]:
         """Instruction, the demonstrations, this episode's history, the current observation."""
         messages = super().build(turn)
         messages[1:1] = [ChatMessage(m.role, m.content) for m in self.demos]
-        if self.merge_roles:
-            messages[0] = ChatMessage(role="user", content=messages[0].content,
-                                      images=list(messages[0].images))
-            messages = merge_consecutive_roles(messages)
         return messages
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -22,7 +23,9 @@ from agent_server.backends.base import (
 )
 from agent_server.backends.openai_compat import OpenAICompatBackend
 from agent_server.backends.retry import parse_retry_after
-from moria.config import ClientConfig
+from agent_server.strategies import create_strategy
+from agent_server.turn import EpisodeContext, TurnInput
+from moria.config import AgentConfig, ClientConfig
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 
 PNG = b"\x89PNG\r\n\x1a\nfake-image"
@@ -239,6 +242,34 @@ async def test_alternate_roles_merges_same_role_runs(server: FakeOpenAI) -> None
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("alternate_roles", [False, True])
+async def test_the_backend_alone_merges_a_strategys_chat(
+    server: FakeOpenAI, alternate_roles: bool
+) -> None:
+    """The history hands over an unmerged chat; with ``alternate_roles`` the backend merges the
+    user-role instruction into the first observation on the wire, else sends it as built."""
+    client = client_cfg(server, alternate_roles=alternate_roles)
+    backend = create_backend(client)
+    ctx = EpisodeContext(instruction="RULES", action_names=["go forward"],
+                         default_action="go forward", agent=AgentConfig(max_text_history=2),
+                         client=client, seed=1, env_name="babyai", task="t",
+                         agent_id="agent_0", record_prompts=True)
+    strategy = create_strategy(ctx, backend)
+    turn = TurnInput(step=0, long_term_context="a wall", short_term_context="",
+                     image_png=None, legal_actions=[], info={})
+    decision = await strategy.act(turn)
+    await backend.aclose()
+    built = json.loads(decision.prompt_json)
+    sent = (server.requests[0].json or {})["messages"]
+    assert [m["role"] for m in built] == ["user" if alternate_roles else "system", "user"]
+    if alternate_roles:
+        assert sent == [{"role": "user",
+                         "content": f"{built[0]['content']}\n\n{built[1]['content']}"}]
+    else:
+        assert sent == [{"role": m["role"], "content": m["content"]} for m in built]
+
+
+@pytest.mark.asyncio
 async def test_without_alternate_roles_messages_are_kept(
     server: FakeOpenAI, backend: Backend
 ) -> None:
@@ -292,7 +323,8 @@ async def test_callable_reply_and_concurrent_calls() -> None:
         return "echo " + request["messages"][-1]["content"]
 
     with FakeOpenAI(reply=echo, latency=0.1) as srv:
-        backend = create_backend(client_cfg(srv))
+        # a generous timeout: 16 calls at once on a busy machine must not time out and retry
+        backend = create_backend(client_cfg(srv, timeout=60.0))
         outs = await asyncio.gather(
             *[backend.complete([ChatMessage("user", f"n{i}")], GenerateParams()) for i in range(16)]
         )

@@ -12,6 +12,7 @@ from agent_server.backends.base import (
     Completion,
     GenerateParams,
     TokenUsage,
+    merge_consecutive_roles,
 )
 from agent_server.history import CURRENT_LABEL
 from agent_server.service import demos_from_proto
@@ -176,11 +177,16 @@ async def test_alternate_roles_keeps_demos_after_the_instruction() -> None:
     await strategy.act(_turn(0))
     await strategy.act(_turn(1))
     messages = backend.calls[1][0]
-    roles = [m.role for m in messages]
+    # the strategy hands the chat over unmerged, the instruction as a user message right
+    # before the demonstrations; the backend merges same-role neighbours
+    assert messages[0].role == "user" and messages[0].content.startswith(INSTRUCTION)
+    assert messages[1].role == "user" and messages[1].content.startswith(DEMO_START)
+    sent = merge_consecutive_roles(messages)
+    roles = [m.role for m in sent]
     assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"] * (len(roles) % 2)
-    first = messages[0].content
+    first = sent[0].content
     assert first.index(INSTRUCTION) < first.index(DEMO_START)
-    joined = _text(messages)
+    joined = _text(sent)
     assert joined.index(NOW_YOUR_TURN) < joined.index("a wall 0 steps ahead")
 
 

@@ -6,17 +6,16 @@ import itertools
 
 import pytest
 
-from agent_server.backends.base import ChatMessage
+from agent_server.backends.base import ChatMessage, merge_consecutive_roles
 from agent_server.history import (
     CURRENT_LABEL,
     EMPTY_REPLY,
     IMAGE_NOTE,
     PAST_LABEL,
     HistoryBuilder,
-    merge_consecutive_roles,
 )
 from agent_server.turn import TurnInput
-from moria.config import AgentConfig
+from moria.config import AgentConfig, ClientConfig
 
 
 def _turn(
@@ -159,24 +158,63 @@ def test_cot_window_keeps_last_answer_with_zero_text_history() -> None:
     assert messages[2].content == "why 2\nact 2"
 
 
-def test_alternate_roles_merges_instruction_into_first_user_turn() -> None:
+def test_alternate_roles_sends_the_instruction_as_a_user_message_unmerged() -> None:
     builder = HistoryBuilder("RULES", AgentConfig(max_text_history=2), alternate_roles=True)
     messages = builder.build(_play(builder, 2))
 
-    roles = [m.role for m in messages]
+    # the builder never merges; the backend does (Backend.strict_alternation / alternate_roles)
+    assert [m.role for m in messages] == ["user", "user", "assistant", "user", "assistant",
+                                          "user"]
+    assert messages[0].content == "RULES"
+    sent = merge_consecutive_roles(messages)  # what a merging backend sends
+    roles = [m.role for m in sent]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     assert all(a != b for a, b in itertools.pairwise(roles))
-    assert messages[0].content.startswith("RULES\n\n" + PAST_LABEL)
+    assert sent[0].content.startswith("RULES\n\n" + PAST_LABEL)
 
 
-def test_alternate_roles_with_no_history_is_one_user_message() -> None:
+def test_alternate_roles_with_no_history_merges_into_one_user_message() -> None:
     builder = HistoryBuilder(
         "RULES", AgentConfig(max_text_history=0, max_cot_history=0), alternate_roles=True
     )
     messages = builder.build(_turn(0, short="s", image=_png(0)))
-    assert len(messages) == 1
-    assert messages[0].role == "user"
-    assert messages[0].content.startswith("RULES\n\n" + CURRENT_LABEL)
+    assert (messages[0].role, messages[0].content) == ("user", "RULES")
+    sent = merge_consecutive_roles(messages)
+    assert len(sent) == 1
+    assert sent[0].role == "user"
+    assert sent[0].content.startswith("RULES\n\n" + CURRENT_LABEL)
+
+
+def test_backends_alone_merge_roles() -> None:
+    """Anthropic and Gemini take only alternating turns and always merge; the others merge
+    only with ``client.alternate_roles``; the wrappers report their inner backend's rule."""
+    from agent_server.backends.anthropic_backend import AnthropicBackend
+    from agent_server.backends.base import ConcurrencyLimited, PromptCapped
+    from agent_server.backends.gemini_backend import GeminiBackend
+    from agent_server.backends.llamacpp_server import LlamaCppServerBackend
+    from agent_server.backends.local_llama import LocalLlamaBackend
+    from agent_server.backends.openai_compat import OpenAICompatBackend
+    from agent_server.backends.vllm_engine import VLLMEngineBackend
+
+    assert AnthropicBackend.strict_alternation and GeminiBackend.strict_alternation
+    for cls in (OpenAICompatBackend, LocalLlamaBackend, LlamaCppServerBackend,
+                VLLMEngineBackend):
+        assert not cls.strict_alternation, cls.__name__
+    strict = LocalLlamaBackend(ClientConfig(client_name="local"))
+    strict.strict_alternation = True
+    wrapped = ConcurrencyLimited(PromptCapped(strict, 100, provider="local"), 2)
+    assert wrapped.strict_alternation
+    assert not ConcurrencyLimited(LocalLlamaBackend(ClientConfig()), 2).strict_alternation
+
+
+@pytest.mark.parametrize("alternate_roles", [False, True])
+def test_build_never_merges_same_role_messages(alternate_roles: bool) -> None:
+    builder = HistoryBuilder("RULES", AgentConfig(max_text_history=3),
+                             alternate_roles=alternate_roles)
+    messages = builder.build(_play(builder, 3))
+    assert len(messages) == 1 + 2 * 3 + 1
+    assert messages[0].content == "RULES"
+    assert messages[0].role == ("user" if alternate_roles else "system")
 
 
 def test_merge_consecutive_roles_joins_text_and_images_without_mutating() -> None:

@@ -12,6 +12,7 @@ from agent_server.backends.base import (
     Completion,
     GenerateParams,
     TokenUsage,
+    merge_consecutive_roles,
 )
 from agent_server.history import CURRENT_LABEL
 from agent_server.strategies import STRATEGIES, create_strategy
@@ -120,8 +121,9 @@ async def test_history_shows_past_answers_as_actions() -> None:
     await strategy.act(_turn(0))
     await strategy.act(_turn(1))
     messages = backend.calls[1][0]
-    assert [m.role for m in messages] == ["user", "assistant", "user"]
-    assert messages[1].content.endswith("ACTION: go forward")
+    assert [m.role for m in messages] == ["user", "user", "assistant", "user"]  # unmerged
+    assert [m.role for m in merge_consecutive_roles(messages)] == ["user", "assistant", "user"]
+    assert messages[2].content.endswith("ACTION: go forward")
     assert messages[-1].content.endswith(f"{PLAN_NOTE}\ngo on")
 
 
