@@ -89,7 +89,7 @@ checks: install
 	$(VENV)/bin/lint-imports
 
 test: checks
-	$(VENV)/bin/pytest -q -ra
+	$(VENV)/bin/pytest -q -ra -n auto
 
 # The quick tier: static checks, then the unit, contract and family-conformance tests, spread
 # over the machine's cores (pytest-xdist).
