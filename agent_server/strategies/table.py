@@ -4,9 +4,9 @@ from the facts the registered strategy classes declare (``registry_facts``)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 from agent_server.strategies import registry_facts
+from moria.generated import write_or_check
 from moria.strategies import TABLE_PATH, table_text
 
 
@@ -18,15 +18,5 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when moria/strategies.json is not current")
     args = parser.parse_args(argv)
-    text = table_text(registry_facts())
-    current = TABLE_PATH.read_text(encoding="utf-8") if TABLE_PATH.exists() else ""
-    if args.check:
-        if current != text:
-            print(f"{TABLE_PATH} is not current: run python -m agent_server.strategies",
-                  file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        TABLE_PATH.write_text(text, encoding="utf-8")
-        print(f"wrote {TABLE_PATH}")
-    return 0
+    return write_or_check(TABLE_PATH, table_text(registry_facts()),
+                          "python -m agent_server.strategies", check=args.check)

@@ -16,6 +16,7 @@ import pkgutil
 import sys
 
 from moria.families import TABLE_PATH, FamilyManifest, table_text
+from moria.generated import write_or_check
 
 
 def discover() -> list[FamilyManifest]:
@@ -49,18 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when moria/families.json is not current")
     args = parser.parse_args(argv)
-    text = table_text(discover())
-    current = TABLE_PATH.read_text(encoding="utf-8") if TABLE_PATH.exists() else ""
-    if args.check:
-        if current != text:
-            print(f"{TABLE_PATH} is not current: run python -m env_server.families",
-                  file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        TABLE_PATH.write_text(text, encoding="utf-8")
-        print(f"wrote {TABLE_PATH}")
-    return 0
+    return write_or_check(TABLE_PATH, table_text(discover()), "python -m env_server.families",
+                          check=args.check)
 
 
 if __name__ == "__main__":

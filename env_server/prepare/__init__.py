@@ -29,6 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moria.prepare_protocol import PrepareRequestError
+
+__all__ = [
+    "DataSource",
+    "Episode",
+    "PrepareRequestError",
+    "families_of",
+    "family_sources",
+    "items_for_episodes",
+    "select",
+    "sources",
+]
+
 
 @dataclass(frozen=True)
 class DataSource:
@@ -48,10 +61,6 @@ class DataSource:
     items_for: Callable[[str, int, Mapping[str, Any]], list[str]]
     is_built: Callable[[str], bool]
     build: Callable[[str], Path]
-
-
-class PrepareRequestError(ValueError):
-    """A request names an unknown family, source or item, or is malformed."""
 
 
 @dataclass(frozen=True)
