@@ -121,27 +121,38 @@ def _prepare_for(spec: Any, console: Console, show_progress: bool) -> bool:
     return True
 
 
+def _play(work: Coroutine[Any, Any, T], console: Console, unit: str) -> tuple[T | None, int]:
+    """Run ``work`` (an evaluation or a tournament) to its end: (its result, 0), or (None, the
+    exit code) after printing why it stopped: 2 for a preflight error, 1 for a local server
+    that failed, 130 when interrupted (``unit``, e.g. "episodes", names what is kept)."""
+    from orchestrator.core.runner import PreflightError
+    from orchestrator.core.stack import StackError
+
+    try:
+        return asyncio.run(_terminable(work)), 0
+    except PreflightError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return None, 2
+    except StackError as exc:
+        console.print(f"[red]error:[/red] a local server failed: {exc}\nfinished {unit} are "
+                      "saved; rerun the same command to resume", highlight=False)
+        return None, 1
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        console.print(f"interrupted; finished {unit} are saved and the next run resumes")
+        return None, 130
+
+
 def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
     """Prepare data, run the evaluation, print the report; returns the exit code."""
-    from orchestrator.core.runner import PreflightError, run_evaluation
-    from orchestrator.core.stack import StackError
+    from orchestrator.core.runner import run_evaluation
     from orchestrator.report.tables import print_report
 
     if not _prepare_for(spec, console, not args.no_progress):
         return 2
-    try:
-        outcome = asyncio.run(_terminable(run_evaluation(spec, console=console,
-                                                         show_progress=not args.no_progress)))
-    except PreflightError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        return 2
-    except StackError as exc:
-        console.print(f"[red]error:[/red] a local server failed: {exc}\nfinished episodes "
-                      "are saved; rerun the same command to resume", highlight=False)
-        return 1
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        console.print("interrupted; finished episodes are saved and the next run resumes")
-        return 130
+    outcome, code = _play(run_evaluation(spec, console=console,
+                                         show_progress=not args.no_progress), console, "episodes")
+    if outcome is None:
+        return code
     console.print(f"run {outcome.run_id}: ran {outcome.ran} episode(s), "
                   f"{outcome.skipped} already done; results in {outcome.output_dir}")
     print_report(outcome.output_dir, _stdout_console())
@@ -281,8 +292,6 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
         run_tournament,
         schedule,
     )
-    from orchestrator.core.runner import PreflightError
-    from orchestrator.core.stack import StackError
 
     console = _stderr_console()
     try:
@@ -296,19 +305,10 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     except PrepareError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
-    try:
-        result = asyncio.run(_terminable(run_tournament(spec, console=console,
-                                                        show_progress=not args.no_progress)))
-    except PreflightError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        return 2
-    except StackError as exc:
-        console.print(f"[red]error:[/red] a local server failed: {exc}\nfinished games are "
-                      "saved; rerun the same command to resume", highlight=False)
-        return 1
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        console.print("interrupted; finished games are saved and the next run resumes")
-        return 130
+    result, code = _play(run_tournament(spec, console=console,
+                                        show_progress=not args.no_progress), console, "games")
+    if result is None:
+        return code
     _stdout_console().print(render_tables(result))
     console.print(f"played {result.ran} game(s) now; results in "
                   f"{spec.output_dir / 'tournament.json'} and tournament.md", highlight=False)
