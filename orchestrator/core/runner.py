@@ -5,7 +5,8 @@ result files, telemetry and the progress bar are its subscribers (``orchestrator
 and so is the OrchestratorService when it runs the evaluation.
 
 A single asyncio process keeps ``eval.num_workers`` episodes in flight and at most
-``eval.max_concurrent_model_calls`` model calls in the whole run (all policy replicas together).
+``eval.max_concurrent_model_calls`` model calls in the whole run (all policy replicas together;
+unset: no cap beyond the episodes in flight).
 An episode hit by an infrastructure fault (a lost or draining server) is re-queued up to
 ``eval.max_episode_retries`` times, then recorded as ``env_error``; agent mistakes are never
 retried. Rerunning into the same output directory runs only the episodes that have no completed
@@ -219,7 +220,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
             seed=derive_seed(spec.eval.seed, env, task, index),
             env_target="", policy_target="", versions=versions)) for env, task, index in todo())
         retries: asyncio.Queue[_Queued] = asyncio.Queue()
-        model_slots = asyncio.Semaphore(spec.eval.max_concurrent_model_calls)
+        cap = spec.eval.max_concurrent_model_calls
+        model_slots = asyncio.Semaphore(cap) if cap is not None else None
 
         async def on_step(plan: EpisodePlan, step: StepRecord) -> None:
             await events.emit("step", step=step, env=plan.env, task=plan.task,
@@ -283,7 +285,8 @@ async def _run_workers(workers: list[Coroutine[Any, Any, None]],
 
 
 async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
-                   model_slots: asyncio.Semaphore, on_step: StepCallback, events: EventStream,
+                   model_slots: asyncio.Semaphore | None, on_step: StepCallback,
+                   events: EventStream,
                    queue: asyncio.Queue[_Queued],
                    on_fault: Callable[[], None] | None) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or

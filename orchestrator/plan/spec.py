@@ -8,8 +8,7 @@ stack).
 
 Loading: YAML/JSON file, then dotted ``key=value`` overrides in Hydra's syntax (see
 ``orchestrator.plan.overrides``). Any unknown key or bad value raises ``SpecError`` naming the
-key and
-what is allowed.
+key and what is allowed.
 """
 
 from __future__ import annotations
@@ -84,8 +83,11 @@ class EvalConfig(_Strict):
     save_images: bool = False
     seed: int = Field(default=0, ge=0, description="run seed; episode seeds derive from it")
     run_id: str | None = None
-    max_concurrent_model_calls: int = Field(default=8, ge=1,
-                                            description="in-flight model calls of the whole run")
+    max_concurrent_model_calls: int | None = Field(
+        default=None, ge=1,
+        description="cap on the run's in-flight model calls (all policy replicas together); "
+                    "unset: no cap beyond eval.num_workers episodes in flight (a default cap "
+                    "would throttle a run silently; client.max_concurrency caps one backend)")
     max_episode_retries: int = Field(default=2, ge=0,
                                      description="re-queues after infrastructure faults")
     step_timeout_s: float = Field(
