@@ -1,0 +1,130 @@
+"""Workload A: the side-by-side workload of BALROG's evaluator and ``moria eval``.
+
+50 BabyAI episodes (BALROG's five tasks x 10) against an OpenAI-compatible server that answers
+"toggle" after exactly ``--latency`` seconds (0.1), so every episode runs to its step limit;
+the ideal wall time is (the longest episode's steps) x latency, all episodes at once.
+
+    python -m benchmarks.workload_a [--workers 16 32 50] [--latency 0.1]
+
+For each ``eval.num_workers`` value it runs the real ``moria eval`` command (local stack: env
+and policy servers as child processes) with only that setting changed from the defaults, and
+prints: wall seconds, CPU seconds of the whole process tree (``moria`` and its servers; the fake
+model server excluded), CPU milliseconds per step, peak proportional set size (PSS) of the tree
+sampled every 0.2 s, model calls, and wall over ideal. It asserts nothing: BALROG cannot be in
+the repository, so the README keeps the side-by-side table (BALROG run from its own checkout,
+same machine, same sitting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from benchmarks.run import _announced_url
+
+TASKS = ",".join(f"BabyAI-MixedTrainLocal-v0/{kind}"
+                 for kind in ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to"))
+
+
+class TreeSampler:
+    """Samples the peak PSS (bytes) of a process and its descendants until stopped."""
+
+    def __init__(self, pid: int, interval_s: float = 0.2) -> None:
+        self.root = psutil.Process(pid)
+        self.interval_s = interval_s
+        self.peak_pss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            try:
+                for proc in [self.root, *self.root.children(recursive=True)]:
+                    try:
+                        total += proc.memory_full_info().pss
+                    except (psutil.NoSuchProcess, psutil.AccessDenied):
+                        continue
+            except psutil.NoSuchProcess:
+                return
+            self.peak_pss = max(self.peak_pss, total)
+            self._stop.wait(self.interval_s)
+
+
+def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
+    """One ``moria eval`` of workload A with ``eval.num_workers=workers``; its figures."""
+    command = [sys.executable, "-m", "orchestrator.apps.cli", "eval", "envs.names=babyai",
+               f"tasks.babyai_tasks=[{TASKS}]", "eval.num_episodes.babyai=10",
+               "client.client_name=vllm", f"client.base_url={base_url}/v1",
+               "client.model_id=fake", f"eval.num_workers={workers}",
+               f"eval.output_dir={out}", "--no-progress"]
+    before = os.times()
+    start = time.perf_counter()
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True) as proc, TreeSampler(proc.pid) as sampler:
+        _, err = proc.communicate()
+    wall = time.perf_counter() - start
+    after = os.times()
+    if proc.returncode != 0:
+        raise RuntimeError(f"moria eval exited {proc.returncode}: {err[-2000:]}")
+    # every descendant was waited for by its parent, so the children's times hold the tree
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system)
+    summary = json.loads((out / "summary.json").read_text())
+    episodes = [json.loads(p.read_text()) for p in out.glob("babyai/*/*_run_*.json")]
+    steps = sum(int(e.get("num_steps", 0)) for e in episodes)
+    longest = max(int(e.get("num_steps", 0)) for e in episodes)
+    return {"num_workers": workers, "episodes": len(episodes), "steps": steps,
+            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "cpu_ms_per_step": round(1000 * cpu / max(steps, 1), 2),
+            "peak_pss_mb": round(sampler.peak_pss / 2**20), "longest_episode_steps": longest,
+            "episodes_scored": summary["outcome"]["episodes_scored"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.workload_a",
+                                     description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[16, 50])
+    parser.add_argument("--latency", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
+                             "--latency", str(args.latency), "--reply", "toggle"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    rows = []
+    try:
+        base_url = _announced_url(fake)
+        for workers in args.workers:
+            with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
+                load = os.getloadavg()
+                row = run_once(base_url, workers, Path(out))
+                row["ideal_s"] = round(row["longest_episode_steps"] * args.latency, 2)
+                row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
+                row["load_average_before"] = [round(x, 2) for x in load]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        fake.terminate()
+        fake.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
