@@ -6,14 +6,18 @@ into a chat in this order:
 
 1. the instruction (system message);
 2. for each remembered past step: its observation (user), then the model's answer (assistant);
-3. the current observation (user): a current-observation label, then the short-term context,
-   then the long-term text.
+3. the current observation (user): a current-observation label, then the short-term text,
+   then the long-term text. The short-term text is the previous action's feedback (the
+   ``ActionResult.feedback`` sentence, which the orchestrator forwards only with
+   ``eval.feedback_on_invalid_action``; envs never put it in their observation text), a blank
+   line, then the env's short-term context (``short_term_text``); either alone when the other
+   is empty.
 
 Windows (all counted from the newest end):
 
 - ``max_text_history``: only the newest N *past* observations keep their text; older remembered
   ones keep only their label. The current observation is always shown in full, so with N=0 the
-  short-term context (where the env puts its invalid-action feedback) still reaches the model.
+  short-term text (where the invalid-action feedback goes) still reaches the model.
 - ``max_image_history``: only the newest M observations, counting the current one, carry their
   PNG image (M=0: text only).
 - ``max_cot_history``: only the newest C assistant turns carry their reasoning, and only when
@@ -49,6 +53,16 @@ IMAGE_NOTE = "(The image of this observation is attached.)"
 ACTION_PLACEHOLDER = "{action}"
 #: Assistant text standing in for an empty reply (providers reject empty messages).
 EMPTY_REPLY = "(empty reply)"
+
+
+def short_term_text(turn: TurnInput) -> str:
+    """The short-term text a prompt shows for ``turn``: the previous action's feedback
+    (``turn.last_feedback``), a blank line, then the env's short-term context; whichever is
+    non-empty when the other is empty ("" when both are)."""
+    feedback, short = turn.last_feedback, turn.short_term_context
+    if feedback and short:
+        return f"{feedback}\n\n{short}"
+    return feedback or short
 
 
 @dataclass(frozen=True)
@@ -164,11 +178,7 @@ class HistoryBuilder:
 
     def _current_observation(self, turn: TurnInput) -> ChatMessage:
         lines = [f"{CURRENT_LABEL} (step {turn.step}):"]
-        short = turn.short_term_context
-        # The env normally carries its invalid-action feedback in the short-term text; if it came
-        # only as the action result's feedback, show it here so it still reaches the model.
-        if turn.last_feedback and turn.last_feedback not in short:
-            lines.append(turn.last_feedback)
+        short = short_term_text(turn)
         if short:
             lines.append(short)
         if turn.long_term_context:

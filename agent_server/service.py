@@ -7,7 +7,7 @@ stays usable so the orchestrator can end the episode cleanly.
 
 A stream that sends nothing for ``idle_timeout_s`` (announced in ``Ready.idle_timeout_s``) is
 ended with DEADLINE_EXCEEDED and its slot freed; ``ping`` keeps a begun stream alive while its
-client waits on the env. CPU work that grows with the request (decoding the config Struct,
+client waits on the env. CPU work that grows with the request (decoding the config,
 re-encoding a raw frame as PNG) runs in worker threads, never on the event loop that serves
 every stream, and a frame is not touched at all when the strategy keeps no images. Every error
 message that quotes the request goes through ``moria.quoting`` and is cut to
@@ -53,6 +53,7 @@ from moria.config import AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
+from moria.policy_config import request_config
 from moria.prompting import protocol_message
 from moria.quoting import quote, quote_names
 from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
@@ -70,7 +71,7 @@ def parse_policy_config(raw: dict[str, Any]) -> tuple[AgentConfig, ClientConfig]
     """Validate ``{"agent": {...}, "client": {...}}``. Raises ValueError naming the fields at
     fault: at most ``MAX_CONFIG_PROBLEMS``, each key and value quoted with ``moria.quoting``,
     then how many more there are. Linear in the size of ``raw``: call it off the event loop
-    for a request's config (``_parse_config_struct``)."""
+    for a request's config (``_parse_request_config``)."""
     unknown = sorted(str(key) for key in raw if key not in ("agent", "client"))
     if unknown:
         raise ValueError(f"unknown config section(s) {quote_names(unknown, MAX_CONFIG_PROBLEMS)}"
@@ -101,10 +102,14 @@ def _describe_validation(exc: ValidationError, section: str) -> str:
     return "; ".join(parts) + (f"; and {more} more problems" if more > 0 else "")
 
 
-def _parse_config_struct(struct: Any) -> tuple[AgentConfig, ClientConfig]:
-    """``parse_policy_config`` of a request's config Struct. Raises ValueError (a Struct with
-    no JSON form included)."""
-    return parse_policy_config(dict_from_struct(struct))
+def _parse_request_config(message: Any, agent_field: str, client_field: str,
+                          struct_field: str) -> tuple[AgentConfig, ClientConfig] | None:
+    """``parse_policy_config`` of the config a request carries: its typed settings
+    (``agent_field``, ``client_field``) when either is set, else its deprecated Struct
+    (``struct_field``); None when it carries none. Raises ValueError (a non-finite number or a
+    Struct with no JSON form included)."""
+    raw = request_config(message, agent_field, client_field, struct_field)
+    return None if raw is None else parse_policy_config(raw)
 
 
 def _uses_backend(agent: AgentConfig) -> bool:
@@ -163,10 +168,11 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
     async def GetInfo(self, request: pol_pb.GetInfoRequest, context: Any,
                       ) -> pol_pb.GetInfoResponse:
         errors: list[str] = []
-        if request.HasField("check_config"):
-            try:
-                agent, client = await asyncio.to_thread(_parse_config_struct,
-                                                        request.check_config)
+        try:
+            checked = await asyncio.to_thread(_parse_request_config, request, "check_agent",
+                                              "check_client", "check_config")
+            if checked is not None:
+                agent, client = checked
                 if _uses_backend(agent):
                     errors.extend(client_problems(
                         client, max_image_history=agent.max_image_history))
@@ -174,8 +180,8 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                         problem = await probe_endpoint(client)
                         if problem:
                             errors.append(bounded_message(problem))
-            except ValueError as exc:
-                errors.append(bounded_message(str(exc)))
+        except ValueError as exc:
+            errors.append(bounded_message(str(exc)))
         components = {}
         for pkg in ("llama_cpp_python", "openai", "anthropic", "google-genai", "vllm", "grpcio"):
             try:
@@ -304,7 +310,9 @@ class _PlayStream:
 
     async def _begin(self, begin: pol_pb.Begin) -> pol_pb.PlayResponse:
         try:
-            agent, client = await asyncio.to_thread(_parse_config_struct, begin.agent_config)
+            parsed = await asyncio.to_thread(_parse_request_config, begin, "agent", "client",
+                                             "agent_config")
+            agent, client = parsed or parse_policy_config({})  # none sent: all defaults
         except ValueError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent_config: {exc}")
         self.uses_backend = _uses_backend(agent)

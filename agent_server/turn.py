@@ -21,8 +21,8 @@ class TurnInput:
 
     ``step``: index of the env step this observation belongs to (as sent by the orchestrator).
     ``long_term_context``: the per-step view kept in history (the env's long-term text).
-    ``short_term_context``: text shown only for the current step (inventory, status, and the
-    env's invalid-action feedback).
+    ``short_term_context``: the env's text shown only for the current step (inventory, status;
+    never the invalid-action feedback, which comes only as ``last_feedback``).
     ``image_png``: PNG bytes of the rendered frame, or None in text-only mode.
     ``legal_actions``: the legal moves this turn (may be empty: then the episode's action names
     apply). ``info``: free-form env extras (for example ``expert_action`` for the oracle).
@@ -30,7 +30,9 @@ class TurnInput:
     players that read them: scripted, rl). ``action_mask``: legality per action name, in
     ``EpisodeContext.action_names`` order (empty when the game has no mask).
     ``last_valid`` / ``last_applied_action`` / ``last_feedback``: the env's verdict on the
-    previous action (valid or not, what it actually applied, and its feedback sentence).
+    previous action (valid or not, what it actually applied, and its feedback sentence; the
+    orchestrator sends the sentence only with ``eval.feedback_on_invalid_action``, and prompt
+    builders show it in front of the short-term text, ``history.short_term_text``).
     """
 
     step: int

@@ -62,18 +62,19 @@ def serve(address: str) -> None:
 
 async def _stream(target: str, acts: int, seed: int) -> list[float]:
     from moria.clients import PolicyClient
-    from moria.codecs import struct_from_dict
     from moria.common.v1 import types_pb2
-    from moria.config import AgentConfig, ClientConfig, policy_config_dict
+    from moria.config import AgentConfig, ClientConfig
     from moria.policy.v1 import policy_service_pb2 as pol_pb
+    from moria.policy_config import agent_settings, client_settings
 
-    config = policy_config_dict(AgentConfig(type="naive"), ClientConfig(client_name="local"))
+    agent = agent_settings(AgentConfig(type="naive"))
+    client = client_settings(ClientConfig(client_name="local"))
     space = types_pb2.ActionSpace(actions=[types_pb2.NamedAction(name=a) for a in ACTIONS],
                                   default_action="go forward")
     stream = PolicyClient(target).play()
     await stream.begin(pol_pb.Begin(
         episode_id=f"bench/{seed}", agent_id="agent_0", instruction="Reach the goal.",
-        action_space=space, agent_config=struct_from_dict(config), seed=seed,
+        action_space=space, agent=agent, client=client, seed=seed,
         env_name="babyai", task="bench"))
     times = []
     for step in range(acts):

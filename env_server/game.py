@@ -76,8 +76,6 @@ class GameOptions:
     ``seed``: 64-bit unsigned; (task, seed) fully determines the initial state.
     ``oracle``: put the expert's next action in ``AgentView.info["expert_action"]``.
     ``render_image``: fill ``AgentView.image`` every observation.
-    ``feedback_on_invalid_action``: tell the agent, in its short-term context, that its previous
-      output held no valid action and which action was applied instead.
     ``max_steps``: overrides the task's own step limit when not None.
     ``kwargs``: family-specific keyword options (``envs.<family>_kwargs`` of the run spec).
     """
@@ -86,7 +84,6 @@ class GameOptions:
     players: list[PlayerSpec] = field(default_factory=list)
     oracle: bool = False
     render_image: bool = False
-    feedback_on_invalid_action: bool = True
     max_steps: int | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -110,7 +107,8 @@ class AgentTransition:
     """The result of one step for one agent.
 
     ``valid`` is False when the submitted action was not in the action list; then
-    ``applied_action`` is the default action and ``feedback`` explains it.
+    ``applied_action`` is the default action and ``feedback`` explains it. The feedback goes
+    only here (``ActionResult.feedback``): no game writes it into ``view``'s texts.
     """
 
     view: AgentView

@@ -436,7 +436,8 @@ def _game_options(req: env_pb.OpenRequest) -> GameOptions:
                  for p in req.players],
         oracle=req.oracle,
         render_image=req.observation.include_image,
-        feedback_on_invalid_action=req.observation.feedback_on_invalid_action,
+        # ObservationOptions.feedback_on_invalid_action is accepted and ignored: the feedback
+        # sentence travels only in ActionResult.feedback, never in the observation text.
         max_steps=req.max_steps or None,
         kwargs=_struct_arg(req.options, "options"),
     )

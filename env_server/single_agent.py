@@ -6,6 +6,8 @@ the episode ended). In return it gets ``agents``, ``actions``, ``default_action`
 check, and :meth:`_choose` (a free-text game such as TextWorld returns an empty action list and
 validates answers itself instead), which turns a step's submitted actions into the action to apply
 (BALROG's rule: an answer that is not an action name becomes the default action, with feedback).
+The feedback sentence travels only in the transition's ``feedback`` (``ActionResult.feedback``):
+no game writes it into its observation text.
 """
 
 from __future__ import annotations
@@ -33,14 +35,13 @@ class Choice:
     """The action a step applies.
 
     ``applied``: the action name; ``valid``: whether the answer was that name (or its index);
-    ``feedback``: the invalid-action sentence ("" when valid); ``notice``: the same sentence
-    when ``feedback_on_invalid_action`` is on, else "" (what goes into the short-term text).
+    ``feedback``: the invalid-action sentence ("" when valid), for ``ActionResult.feedback``
+    only (never the observation text).
     """
 
     applied: str
     valid: bool
     feedback: str
-    notice: str
 
     def transition(self, view: AgentView, reward: float, *, terminated: bool,
                    truncated: bool) -> AgentTransition:
@@ -90,8 +91,7 @@ class SingleAgentGame(Game):
         submitted = single_agent_action(actions, AGENT_ID, started=started, done=self._done)
         applied, valid = resolve_action(submitted, self._action_list(), self._default_name())
         feedback = "" if valid else invalid_action_feedback(submitted, applied)
-        notice = feedback if self._options.feedback_on_invalid_action else ""
-        return Choice(applied, valid, feedback, notice)
+        return Choice(applied, valid, feedback)
 
     @staticmethod
     def _check_agent(agent_id: str) -> None:

@@ -17,8 +17,9 @@ Actions: a text the board resolves to a legal move (``Board.resolve``) or an int
 the board's action index. Anything else, including a legal-looking move that is illegal now,
 is *illegal*: a legal move drawn from a ``random.Random`` seeded from
 ``f"{board.rng_prefix}/{board.task}/{episode seed}"`` is played instead, ``valid=False``, the
-feedback names the move played, and the player's ``illegal_moves`` count goes up. With
-``feedback_on_invalid_action`` the same sentence leads the player's next short-term text.
+feedback names the move played, and the player's ``illegal_moves`` count goes up. The
+sentence travels only in the transition's ``feedback`` (``ActionResult.feedback``), never in the
+observation text; the player shows it (``eval.feedback_on_invalid_action``).
 
 Observation per agent: ``long_term_context`` is ``Board.board_text`` (followed by the turn line
 where ``Board.turn_line_on_board``); ``short_term_context`` says who the agent is (and its side),
@@ -178,7 +179,7 @@ class TurnBasedGame(Game):
 
     Args:
         board: the game.
-        options: the open options (seed, render_image, feedback; max_steps already validated).
+        options: the open options (seed, render_image; max_steps already validated).
         max_steps: the ply limit (the episode is truncated, as a draw, when it is reached).
         progression_agent: the agent whose result ``metrics["progression"]`` reports.
     """
@@ -251,7 +252,7 @@ class TurnBasedGame(Game):
             f"{self._board.rng_prefix}/{self._board.task}/{episode_seed}")
         self._reset_counters()
         self._started = True
-        return {a: self._view(a, notice="") for a in self._agents}
+        return {a: self._view(a) for a in self._agents}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         """Play the mover's action (an illegal one becomes a seeded random legal move).
@@ -300,9 +301,8 @@ class TurnBasedGame(Game):
         transitions: dict[str, AgentTransition] = {}
         for agent in self._agents:
             if agent == mover:
-                notice = feedback if self._options.feedback_on_invalid_action else ""
                 transitions[agent] = AgentTransition(
-                    view=self._view(agent, notice=notice), reward=rewards[agent],
+                    view=self._view(agent), reward=rewards[agent],
                     terminated=terminated, truncated=truncated, valid=valid,
                     applied_action=name, feedback=feedback)
             else:
@@ -310,7 +310,7 @@ class TurnBasedGame(Game):
                 note = ("It was not your turn, so your answer was ignored." if off_turn
                         else "")
                 transitions[agent] = AgentTransition(
-                    view=self._view(agent, notice=""), reward=rewards[agent],
+                    view=self._view(agent), reward=rewards[agent],
                     terminated=terminated, truncated=truncated, valid=not off_turn,
                     applied_action="", feedback=note)
         next_agents = [] if self._done else [self._board.current]
@@ -400,7 +400,7 @@ class TurnBasedGame(Game):
                      else f"step limit of {self._limit} moves reached (scored as a draw)")
         self._score = self._board.score()
 
-    def _view(self, agent: str, *, notice: str) -> AgentView:
+    def _view(self, agent: str) -> AgentView:
         board = self._board
         obs = dict(board.observe(agent))
         mask = obs.pop("action_mask").astype(np.uint8)
@@ -419,7 +419,7 @@ class TurnBasedGame(Game):
         tensors = {key: np.ascontiguousarray(value) for key, value in obs.items()}
         return AgentView(
             long_term_context=long_term,
-            short_term_context=self._short_term(agent, notice, my_turn),
+            short_term_context=self._short_term(agent, my_turn),
             image=board.render() if self._options.render_image else None,
             tensors={**tensors, "action_mask": mask},
             legal_actions=legal,
@@ -441,10 +441,9 @@ class TurnBasedGame(Game):
         return f"Move {self._moves + 1}: it is {current}'s turn" + (f" ({side})." if side
                                                                    else ".")
 
-    def _short_term(self, agent: str, notice: str, my_turn: bool) -> str:
+    def _short_term(self, agent: str, my_turn: bool) -> str:
         board = self._board
-        lines = [notice] if notice else []
-        lines.append(f"You are {agent}{self._playing(agent)}.")
+        lines = [f"You are {agent}{self._playing(agent)}."]
         if self._last_move is None:
             lines.append("No move has been played yet.")
         else:

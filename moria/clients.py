@@ -24,10 +24,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
+from moria.config import AgentConfig, ClientConfig
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
+from moria.policy_config import agent_settings, client_settings
 from moria.security import (
     SecurityConfigError,
     TlsConfig,
@@ -364,10 +366,19 @@ class PolicyClient:
         self._stub = pol_grpc.PolicyServiceStub(channel_for(target, security))
 
     async def get_info(self, check_config: dict[str, Any] | None = None,
-                       timeout: float = 60.0) -> pol_pb.GetInfoResponse:
-        """Versions and capacity; with ``check_config`` the server validates it."""
+                       timeout: float = 60.0, *,
+                       check: tuple[AgentConfig, ClientConfig] | None = None,
+                       ) -> pol_pb.GetInfoResponse:
+        """Versions and capacity; with ``check`` (an agent and a client config) the server
+        validates that config (``GetInfoRequest.check_agent`` / ``check_client``; only their
+        set fields are sent). ``check_config`` sends a ``{"agent", "client"}`` dict in the
+        deprecated Struct form instead, as clients before the typed settings did."""
         request = pol_pb.GetInfoRequest()
-        if check_config is not None:
+        if check is not None:
+            agent, client = check
+            request.check_agent.CopyFrom(agent_settings(agent))
+            request.check_client.CopyFrom(client_settings(client))
+        elif check_config is not None:
             request.check_config.CopyFrom(struct_from_dict(check_config))
         return await self._stub.GetInfo(request, timeout=timeout)
 

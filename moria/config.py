@@ -1,9 +1,13 @@
 """Agent and client configuration shared by the orchestrator and the agent server.
 
-These two sections travel inside ``PolicyService.Play`` ``Begin.agent_config`` (as a JSON
-Struct ``{"agent": {...}, "client": {...}}``) so the policy server can build a fresh strategy and
-backend for every episode. Key names follow BALROG's ``config.yaml`` (``agent.*`` and
-``client.*``); ``agent.max_history`` is accepted as an alias of ``agent.max_text_history``.
+These two sections travel in ``PolicyService.Play`` ``Begin.agent`` / ``Begin.client`` (and
+``GetInfoRequest.check_agent`` / ``check_client``) as the typed messages ``AgentSettings`` /
+``ClientSettings`` (``moria.policy_config`` maps them, field by field; the deprecated Struct
+``Begin.agent_config``, ``{"agent": {...}, "client": {...}}``, is still accepted), so the policy
+server can build a fresh strategy and backend for every episode. The models here are the
+schema: a field added here needs its field in those messages (a unit test checks both ways).
+Key names follow BALROG's ``config.yaml`` (``agent.*`` and ``client.*``);
+``agent.max_history`` is accepted as an alias of ``agent.max_text_history``.
 
 API keys are never part of this config: each backend reads them from the policy server's own
 environment (see ``API_KEY_ENV``).
@@ -72,6 +76,10 @@ DEFAULT_BASE_URL: dict[str, str | None] = {
 #: ``client.reasoning_effort`` values (OpenAI reasoning models; mapped to budgets elsewhere).
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 
+#: Upper bounds of the integer fields: what their wire fields (int32, int64) carry.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
@@ -87,7 +95,7 @@ class GenerateKwargs(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     temperature: float | None = Field(default=1.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=4096, ge=1)
+    max_tokens: int = Field(default=4096, ge=1, le=INT32_MAX)
 
 
 class ClientConfig(_Strict):
@@ -101,7 +109,8 @@ class ClientConfig(_Strict):
     base_url: str | None = None
     generate_kwargs: GenerateKwargs = Field(default_factory=GenerateKwargs)
     timeout: float = Field(default=60.0, gt=0, description="Per-request timeout in seconds.")
-    max_retries: int = Field(default=5, ge=0, description="Retries after the first attempt.")
+    max_retries: int = Field(default=5, ge=0, le=INT32_MAX,
+                             description="Retries after the first attempt.")
     delay: float = Field(default=2.0, ge=0, description="First backoff (s); doubles per retry.")
     alternate_roles: bool = False
     constrain_actions: bool = Field(
@@ -121,6 +130,7 @@ class ClientConfig(_Strict):
     thinking_budget: int | None = Field(
         default=None,
         ge=0,
+        le=INT32_MAX,
         description="Reasoning models: tokens the model may spend thinking (Anthropic "
         "budget_tokens, Gemini thinking_budget, OpenRouter reasoning.max_tokens).",
     )
@@ -135,11 +145,13 @@ class ClientConfig(_Strict):
     max_concurrency: int = Field(
         default=64,
         ge=1,
+        le=INT32_MAX,
         description="In-flight model calls per endpoint on one agent server; more wait.",
     )
     max_prompt_bytes: int = Field(
         default=1_000_000,
         ge=1,
+        le=INT64_MAX,
         description="Largest prompt one model call may send: the UTF-8 bytes of every "
         "message's text plus the PNG bytes of its images. A bigger prompt is never sent: the "
         "episode ends as agent_error saying so (lower agent.max_text_history / "
@@ -172,13 +184,15 @@ class AgentConfig(_Strict):
     )
     remember_cot: bool = True
     max_text_history: int = Field(
-        default=16, ge=0, validation_alias=AliasChoices("max_text_history", "max_history")
+        default=16, ge=0, le=INT32_MAX,
+        validation_alias=AliasChoices("max_text_history", "max_history"),
     )
-    max_image_history: int = Field(default=0, ge=0)
-    max_cot_history: int = Field(default=1, ge=0)
+    max_image_history: int = Field(default=0, ge=0, le=INT32_MAX)
+    max_cot_history: int = Field(default=1, ge=0, le=INT32_MAX)
     max_icl_history: int = Field(
         default=1000,
         ge=0,
+        le=INT32_MAX,
         description="few_shot: at most this many demonstration steps are shown (newest demos "
         "are cut first, whole steps only).",
     )
@@ -215,9 +229,11 @@ class AgentConfig(_Strict):
 
 
 def policy_config_dict(agent: AgentConfig, client: ClientConfig) -> dict[str, Any]:
-    """The JSON-able ``{"agent": ..., "client": ...}`` mapping sent in ``Play`` ``Begin``: only
-    the fields the run spec set (the policy server fills in the defaults, so its parsed configs'
-    ``model_fields_set`` still tell which values were chosen; ``agent.protocol=balrog`` lets
-    only those override the BALROG checkout's config)."""
+    """The JSON-able ``{"agent": ..., "client": ...}`` mapping of a seat's config, the form of
+    the deprecated ``Begin.agent_config`` Struct: only the fields the run spec set (the policy
+    server fills in the defaults, so its parsed configs' ``model_fields_set`` still tell which
+    values were chosen; ``agent.protocol=balrog`` lets only those override the BALROG
+    checkout's config). Moria's own clients send the typed ``moria.policy_config`` form, which
+    carries the same fields."""
     return {"agent": agent.model_dump(mode="json", exclude_unset=True),
             "client": client.model_dump(mode="json", exclude_unset=True)}

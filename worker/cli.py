@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from moria.clients import PolicyClient, StreamClosedError, close_channels
-from moria.config import API_KEY_ENV, CLIENT_ALIASES, NON_MODEL_AGENT_TYPES, policy_config_dict
+from moria.config import API_KEY_ENV, CLIENT_ALIASES, NON_MODEL_AGENT_TYPES
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.server import Drain, MoriaServer
 from orchestrator.core.episode import EpisodeSetupError, InfrastructureFault, PlayerSetupError
@@ -239,7 +239,7 @@ async def _preflight(settings: WorkerSettings, targets: Targets) -> tuple[str, s
     if len(agents) > 1:
         checks.append((targets.policy, settings.opponent_config(), "--opponent"))
     for target, agent, flag in checks:
-        info = await PolicyClient(target).get_info(check_config=policy_config_dict(agent, client))
+        info = await PolicyClient(target).get_info(check=(agent, client))
         if info.config_errors:
             raise WorkerConfigError(_in_flags(
                 f"{flag} {agent.type} with --client {client.client_name}: "

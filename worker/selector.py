@@ -18,10 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moria.clients import PlayStream, PolicyClient, keep_alive
-from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
-from moria.config import policy_config_dict
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from moria.policy_config import agent_settings, client_settings
 from worker.config import WorkerSettings
 from worker.human import QueueConsole
 from worker.session import CommandError
@@ -107,7 +106,7 @@ class ActionSelector:
         ready = await stream.begin(pol_pb.Begin(
             episode_id=f"{player_id}-{self._begun}", agent_id=player_id, instruction=text,
             action_space=types_pb2.ActionSpace(), seed=(self.settings.seed + self._begun) % 2**64,
-            agent_config=struct_from_dict(policy_config_dict(agent, client)),
+            agent=agent_settings(agent), client=client_settings(client),
             env_name=self.settings.family, task=game_name))
         self._begun += 1
         # the stream waits between the caller's commands: ping it within the server's limit

@@ -38,10 +38,11 @@ from moria.clients import (
 )
 from moria.codecs import dict_from_struct, struct_from_dict
 from moria.common.v1 import types_pb2
-from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES, policy_config_dict
+from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.observations import observation_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from moria.policy_config import agent_settings, client_settings
 from moria.prompting import protocol_dict
 from orchestrator.plan.spec import RunSpec
 from orchestrator.report.accounting import add_usage
@@ -254,7 +255,8 @@ class EpisodeDriver:
             raise InfrastructureFault(f"env rejected the step: {response.error.message}")
         for turn in turns:
             turn.result = response.agents[turn.seat.agent_id]
-            turn.seat.last_result = turn.result.action_result
+            turn.seat.last_result = policy_action_result(
+                turn.result.action_result, self.spec.eval.feedback_on_invalid_action)
         for seat in self.seats:
             if seat.agent_id in response.agents:
                 result = response.agents[seat.agent_id]
@@ -467,10 +469,7 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
         observation=env_pb.ObservationOptions(
             include_image=any(agent.max_image_history > 0 for agent, _ in spec.seat_configs()),
             include_tensors=any(agent.type in TENSOR_AGENT_TYPES
-                                for agent, _ in spec.seat_configs()),
-            # under protocol=balrog the feedback is BALROG's own sentence, written by the player
-            feedback_on_invalid_action=(spec.eval.feedback_on_invalid_action
-                                        and spec.agent.protocol != "balrog")),
+                                for agent, _ in spec.seat_configs())),
         options=struct_from_dict(env_options(spec, plan.env)),
         oracle=(any(agent.type == "oracle" for agent, _ in spec.seat_configs())
                 or spec.eval.oracle_hints),
@@ -537,20 +536,25 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
         stream = PolicyClient(plan.seat_policy_targets.get(agent_id, plan.policy_target)).play()
         agent, client = spec.seat(agent_id)
-        config = struct_from_dict(policy_config_dict(agent, client))
+        settings = agent_settings(agent), client_settings(client)  # only the fields set
         seats.append(Seat(agent_id, stream, start, start.observation,
                            uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
         try:
             ready = await _call(stream.begin, pol_pb.Begin(
                 episode_id=plan.begin_id,
                 agent_id=agent_id, instruction=start.instruction,
-                action_space=start.action_space, agent_config=config,
+                action_space=start.action_space, agent=settings[0], client=settings[1],
                 seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
                 record_prompts=spec.eval.save_prompts, demonstrations=demos,
                 observation=start.observation), server="policy")
         except EpisodeSetupError as exc:
             raise PlayerSetupError(f"the player of {agent_id} ({agent.type}) cannot start: "
                                    f"{exc}") from None
+        if ready.strategy != agent.type:  # e.g. a server older than the typed config fields
+            raise PlayerSetupError(
+                f"the policy server for {agent_id} answered as {ready.strategy!r}, not the "
+                f"configured {agent.type!r}: it did not read the seat's config (a policy "
+                "server older than this orchestrator?)")
         seats[-1].label = player_label(ready.strategy, ready.model)
         seats[-1].idle_timeout_s = ready.idle_timeout_s
         seats[-1].protocol = protocol_dict(ready.protocol)
@@ -560,6 +564,20 @@ def player_label(strategy: str, model: str) -> str:
     """A seat's player as shown in reports: the strategy, then the model when it calls one
     (``"scripted"``, ``"naive local/qwen2.5-0.5b-instruct"``)."""
     return strategy if not model or model == strategy else f"{strategy} {model}"
+
+
+def policy_action_result(result: types_pb2.ActionResult, feedback_on_invalid_action: bool,
+                         ) -> types_pb2.ActionResult:
+    """The env's verdict on a seat's action as its player receives it (the next Observe's
+    ``last_action_result``): as the env sent it with ``eval.feedback_on_invalid_action``, else
+    with ``feedback`` cleared. The feedback travels only there (envs keep it out of the
+    observation text), so this is what decides whether the player shows it."""
+    if feedback_on_invalid_action or not result.feedback:
+        return result
+    shown = types_pb2.ActionResult()
+    shown.CopyFrom(result)
+    shown.ClearField("feedback")
+    return shown
 
 
 async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,

@@ -353,13 +353,11 @@ async def _preflight(spec: RunSpec, env_targets: dict[str, list[str]],
                      policy_targets: list[str]) -> dict[str, str]:
     """Check every replica answers, the env servers host their family and the policy servers
     accept each seat's config; collect versions (of the first replica of each)."""
-    from moria.config import policy_config_dict
-
     info: Any = None
     for target in reversed(policy_targets):  # the first replica's versions are kept
         policy = PolicyClient(target)
         for agent, client in spec.seat_configs():  # the run's own, then each distinct seat's
-            info = await policy.get_info(check_config=policy_config_dict(agent, client))
+            info = await policy.get_info(check=(agent, client))
             if info.config_errors:
                 raise PreflightError("the agent/client config cannot be used: "
                                      + "; ".join(info.config_errors))

@@ -23,8 +23,9 @@ in a free-text game, its default action). To be registered a family must satisfy
 4. Answers: a legal action is applied as given (``valid=True``). An answer that is not an action
    (a text that names none, or an out-of-range integer index) never raises: ``valid=False``,
    ``applied_action`` is ``default_action(agent)`` (or, where that is ``""``, a legal move the
-   game picked), ``feedback`` says so and, with ``feedback_on_invalid_action`` (the default),
-   the agent's next short-term text carries it; without it, it does not. Free-text games
+   game picked), and ``feedback`` says so. The feedback travels only there (it becomes
+   ``ActionResult.feedback``): none of the agent's next observation texts (short-term,
+   long-term, extra texts) carries it; the player decides whether to show it. Free-text games
    (empty action list, e.g. TextWorld) accept any text, so only the non-text answers apply.
 5. ``metrics()["progression"]`` is a number in [0, 1] before and after reset and after every
    step (and in every ``StepResult.metrics``).
@@ -452,11 +453,8 @@ def _invalid_answers(game: Game, episode: Episode) -> list[Any]:
     return [*BAD_INDICES] if free_text else [JUNK_ANSWER, *BAD_INDICES]
 
 
-@pytest.mark.parametrize("feedback", [True, False], ids=["feedback", "no-feedback"])
-def test_invalid_answers_become_the_default_action(
-    family: Family, task: TaskInfo, feedback: bool
-) -> None:
-    game = _open(family, task.task, feedback_on_invalid_action=feedback)
+def test_invalid_answers_become_the_default_action(family: Family, task: TaskInfo) -> None:
+    game = _open(family, task.task)
     try:
         for answer in _invalid_answers(game, Episode(game)):
             episode = Episode(game)
@@ -474,13 +472,12 @@ def test_invalid_answers_become_the_default_action(
                     assert t.applied_action in legal[agent], (
                         f"{what}: applied {t.applied_action!r}, not a legal move")
                 assert t.feedback, f"{what}: no feedback"
-                if feedback:
-                    assert t.feedback in t.view.short_term_context, (
-                        f"{what}: feedback {t.feedback!r} not in the short-term text "
-                        f"{t.view.short_term_context!r}")
-                else:
-                    assert t.feedback not in t.view.short_term_context, (
-                        f"{what}: feedback shown although feedback_on_invalid_action=False")
+                texts = {"short_term_context": t.view.short_term_context,
+                         "long_term_context": t.view.long_term_context, **t.view.extra_text}
+                for name, text in texts.items():
+                    assert t.feedback not in text, (
+                        f"{what}: feedback {t.feedback!r} is in the observation's {name} "
+                        "(it belongs only in the transition's feedback)")
     finally:
         game.close()
 

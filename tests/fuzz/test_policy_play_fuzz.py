@@ -2,7 +2,8 @@
 
 One real policy server on loopback (in-process, started once for the module) receives 2,000
 generated streams: a Begin (valid configs of the non-model players, unknown strategies and
-clients, malformed and random Struct configs, a model strategy without its API key, a human
+clients, malformed and random Struct configs, typed configs with random values in every field
+(infinities, NaN and int edges included), a model strategy without its API key, a human
 seat on a server without a console, random action spaces and demonstrations, extreme seeds)
 followed by random turns; requests in the wrong order (observe/end before begin, begin twice,
 anything after end); observations with unicode and long texts (below the message limit),
@@ -168,12 +169,51 @@ demonstrations = st.lists(st.builds(
     steps=st.lists(st.builds(pol_pb.DemonstrationStep, observation=TEXT, action=TEXT,
                              reward=st.floats(allow_nan=True)), max_size=2)), max_size=2)
 
-begins = st.builds(
+struct_begins = st.builds(
     pol_pb.Begin, episode_id=TEXT, agent_id=st.one_of(st.just("agent_0"), TEXT),
     instruction=st.one_of(TEXT, huge_text(LONG_TEXT)), action_space=action_spaces,
     agent_config=st.one_of(valid_configs, valid_configs, bad_configs).map(_struct),
     seed=UINT64, env_name=TEXT, task=TEXT, demonstrations=demonstrations,
     record_prompts=st.booleans())
+
+INT32 = st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, -1, 1, 2**31 - 1]))
+DOUBLE = st.one_of(st.floats(), st.sampled_from([0.0, -1.0, 1.0, 2.5]))
+
+# The typed config (Begin.agent / Begin.client): random values of every kind in the fields,
+# the agent type always set and kept to a player without a model (or refused).
+typed_agents = st.builds(
+    lambda kind, fields: pol_pb.AgentSettings(type=kind, **fields),
+    st.sampled_from(["dummy", "random", "oracle", "", "NAIVE", "no_such_strategy"]),
+    st.fixed_dictionaries({}, optional={
+        "protocol": st.one_of(st.sampled_from(["moria", "balrog"]), TEXT),
+        "balrog_source": TEXT, "remember_cot": st.booleans(), "max_text_history": INT32,
+        "max_image_history": INT32, "max_cot_history": INT32, "max_icl_history": INT32,
+        "checkpoint": TEXT, "sample": st.booleans()}))
+typed_generation = st.builds(
+    lambda fields, extra: pol_pb.GenerateSettings(**fields, extra=extra),
+    st.fixed_dictionaries({}, optional={"max_tokens": INT32, "temperature": DOUBLE,
+                                        "no_temperature": st.booleans()}),
+    st.one_of(struct_of(), struct_of(st.sampled_from(["temperature", "max_tokens", "top_p"]))))
+typed_clients = st.one_of(st.none(), st.builds(
+    lambda fields: pol_pb.ClientSettings(**fields),
+    st.fixed_dictionaries({}, optional={
+        "client_name": st.one_of(st.sampled_from(["openai", "claude", "nope"]), TEXT),
+        "model_id": TEXT, "base_url": TEXT, "generate_kwargs": typed_generation,
+        "timeout": DOUBLE, "max_retries": INT32, "delay": DOUBLE, "stream": st.booleans(),
+        "reasoning_effort": TEXT, "thinking_budget": INT32, "local_contexts": INT32,
+        "max_concurrency": INT32, "max_prompt_bytes": INT64})))
+
+
+def _typed(begin: pol_pb.Begin, agent: pol_pb.AgentSettings,
+           client: pol_pb.ClientSettings | None) -> pol_pb.Begin:
+    """``begin`` with a typed config (its Struct, if any, is then ignored)."""
+    begin.agent.CopyFrom(agent)
+    if client is not None:
+        begin.client.CopyFrom(client)
+    return begin
+
+
+begins = st.one_of(struct_begins, st.builds(_typed, struct_begins, typed_agents, typed_clients))
 
 images = st.builds(
     types_pb2.Image, encoding=st.one_of(st.integers(0, 2), st.integers(3, 2**31 - 1)),

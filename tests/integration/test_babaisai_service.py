@@ -40,7 +40,8 @@ async def test_babaisai_episode_over_grpc() -> None:
         step = await session.step({A: text_action("fly")})
         result = step.agents[A].action_result
         assert not result.valid and result.applied_action.text == "idle"
-        assert "idle" in step.agents[A].observation.text["short_term_context"]
+        assert "idle" in result.feedback
+        assert step.agents[A].observation.text["short_term_context"] == ""
         assert step.step == 1
 
         obs = step.agents[A].observation

@@ -42,8 +42,9 @@ async def test_short_episode_with_current_text_image_and_tensors() -> None:
         step = await session.step({"agent_0": text_action("move north")})  # wrong case
         result = step.agents["agent_0"].action_result
         assert not result.valid and result.applied_action.text == "Noop"
+        assert "'Noop'" in result.feedback  # only there: the text stays the env's own
         assert step.agents["agent_0"].observation.text["short_term_context"].startswith(
-            result.feedback)
+            "Your status:")
         metrics = dict_from_struct(step.metrics)
         assert metrics["text_format"] == "current" and metrics["precise_location"] is True
         assert metrics["progression"] == 0.0 and len(metrics["achievements"]) == 22

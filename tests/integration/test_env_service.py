@@ -56,17 +56,20 @@ async def test_open_step_close_round_trip() -> None:
         assert closed.episode_end.reason == types_pb2.END_REASON_CANCELLED
 
 
-async def test_invalid_action_applies_default_and_feeds_back_in_short_term() -> None:
+async def test_invalid_action_applies_default_and_feeds_back_only_in_the_action_result() -> None:
+    """The feedback sentence is in ActionResult.feedback and in no observation text, the
+    (ignored, still accepted) ObservationOptions.feedback_on_invalid_action notwithstanding."""
     async with env_server() as srv:
         session = EnvClient(srv.target).session()
-        await session.open(_open())
+        await session.open(_open())  # feedback_on_invalid_action=True on the wire
         step = await session.step({"agent_0": text_action("fly to the moon")})
         result = step.agents["agent_0"].action_result
         assert not result.valid
         assert result.applied_action.text == "go forward"
-        assert result.feedback
-        short = step.agents["agent_0"].observation.text["short_term_context"]
-        assert "go forward" in short
+        assert "'go forward'" in result.feedback
+        texts = step.agents["agent_0"].observation.text
+        assert texts["short_term_context"] == ""
+        assert all(result.feedback not in text for text in texts.values())
         await session.close()
 
 

@@ -77,6 +77,25 @@ async def test_feedback_reaches_the_model_with_no_text_history() -> None:
     assert "go forward" in current and "valid" in current
 
 
+@pytest.mark.parametrize("shown", [True, False], ids=["feedback-on", "feedback-off"])
+async def test_feedback_reaches_the_model_only_with_the_option(shown: bool) -> None:
+    """The env keeps the invalid-action sentence out of the observation (trajectories show
+    none) and reports it in ActionResult.feedback; the orchestrator forwards it, and so the
+    prompt shows it, only with ``eval.feedback_on_invalid_action``."""
+    with FakeOpenAI("nonsense") as fake:
+        spec = _vllm_spec(fake, f"eval.feedback_on_invalid_action={str(shown).lower()}",
+                          "eval.max_steps_per_episode=3", "client.max_retries=0")
+        async with env_server() as env, policy_server() as pol:
+            record = await run_episode(_plan(env.target, pol.target), spec)
+        prompts = [str(r.json["messages"][-1]["content"]) for r in fake.requests
+                   if r.json is not None]
+    assert [(s.action, s.valid) for s in record.steps] == [("go forward", False)] * 3
+    assert all("not a valid action" not in s.observation for s in record.steps)
+    assert "not a valid action" not in prompts[0]
+    sentence = "Your previous output was not a valid action, so 'go forward' was performed instead."
+    assert all((sentence in p) is shown for p in prompts[1:])
+
+
 async def test_model_failure_ends_episode_with_agent_error() -> None:
     with FakeOpenAI("go forward") as fake:
         fake.script(

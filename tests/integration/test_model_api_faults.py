@@ -2,7 +2,8 @@
 caused are counted in the summary, exactly.
 
 The chat server (``FaultyOpenAI``, OpenAI's real wire format) injects from a seeded RNG 10 %
-HTTP 500s, 5 % timeouts (the answer is held longer than ``client.timeout``) and 5 % 429s with
+HTTP 500s, 5 % timeouts (the answer is held twice ``client.timeout``, which is long enough that a
+loaded machine does not time out a real answer) and 5 % 429s with
 ``retry-after: 0``. The run goes through ``run_evaluation`` with the real env and policy
 servers on loopback and the official OpenAI SDK in the policy server.
 """
@@ -29,7 +30,7 @@ async def test_run_completes_through_injected_faults_and_counts_retries(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     with FaultyOpenAI("go forward", seed=1234, p_500=0.10, p_timeout=0.05, p_429=0.05,
-                      hold_s=1.5) as server:
+                      hold_s=8.0) as server:
         async with env_server() as env, policy_server() as pol:
             spec = load_spec(None, [
                 "envs.names=babyai", "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
@@ -37,7 +38,7 @@ async def test_run_completes_through_injected_faults_and_counts_retries(
                 f"eval.max_steps_per_episode={STEPS}", "eval.num_workers=3",
                 f"eval.output_dir={tmp_path}",
                 "client.client_name=openai", "client.model_id=gpt-4o",
-                f"client.base_url={server.base_url}", "client.timeout=0.5",
+                f"client.base_url={server.base_url}", "client.timeout=4.0",
                 "client.delay=0.01", "client.max_retries=30",
                 f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]"])
             outcome = await run_evaluation(spec, console=Console(quiet=True),

@@ -139,7 +139,8 @@ async def test_collect_random_play_to_the_end_over_grpc() -> None:
                                   "agent_2": text_action("noop"), "agent_3": text_action("right")})
         result = bad.agents["agent_0"].action_result
         assert not result.valid and result.applied_action.text == "noop"
-        assert "noop" in bad.agents["agent_0"].observation.text["short_term_context"]
+        assert "noop" in result.feedback
+        assert bad.agents["agent_0"].observation.text["short_term_context"] == ""
 
         step, _ = await _play_to_end(session, opened, seed=9)
         metrics = dict_from_struct(step.episode_end.metrics)

@@ -60,7 +60,7 @@ def client_cfg(server: FakeAnthropic, **overrides: Any) -> ClientConfig:
         "base_url": server.base_url,
         "max_retries": 2,
         "delay": 0.01,
-        "timeout": 2.0,
+        "timeout": 5.0,  # generous: a loaded machine must not time out a prompt answer
     }
     settings.update(overrides)
     return ClientConfig(**settings)

@@ -76,7 +76,7 @@ def client_cfg(server: FakeGemini, **overrides: Any) -> ClientConfig:
         "base_url": server.base_url,
         "max_retries": 2,
         "delay": 0.01,
-        "timeout": 1.0,
+        "timeout": 5.0,  # generous: a loaded machine must not time out a prompt answer
     }
     settings.update(overrides)
     return ClientConfig(**settings)

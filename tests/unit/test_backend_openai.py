@@ -44,7 +44,7 @@ def client_cfg(server: FakeOpenAI, **overrides: Any) -> ClientConfig:
         "model_id": "test-model",
         "base_url": server.base_url,
         "delay": 0.01,
-        "timeout": 0.5,
+        "timeout": 5.0,  # generous: a loaded machine must not time out a prompt answer
         "max_retries": 2,
     }
     settings.update(overrides)

@@ -13,6 +13,7 @@ from agent_server.history import (
     IMAGE_NOTE,
     PAST_LABEL,
     HistoryBuilder,
+    short_term_text,
 )
 from agent_server.turn import TurnInput
 from moria.config import AgentConfig, ClientConfig
@@ -88,7 +89,7 @@ def test_zero_text_history_still_shows_current_observation_and_short_term() -> N
     agent = AgentConfig(max_text_history=0, max_cot_history=0)
     builder = HistoryBuilder("RULES", agent)
     current = _play(builder, 4)
-    current.short_term_context = "Your previous output held no valid action; Noop was used."
+    current.last_feedback = "Your previous output held no valid action; Noop was used."
     messages = builder.build(current)
 
     assert [m.role for m in messages] == ["system", "user"]
@@ -96,13 +97,34 @@ def test_zero_text_history_still_shows_current_observation_and_short_term() -> N
     assert "view 4" in messages[-1].content
 
 
-def test_feedback_only_in_action_result_still_reaches_model_once() -> None:
+def test_feedback_leads_the_short_term_text_after_a_blank_line() -> None:
     builder = HistoryBuilder("RULES", AgentConfig(max_text_history=0, max_cot_history=0))
     fb = "That was not a valid action."
-    only_feedback = builder.build(_turn(1, short="hp 5", feedback=fb))[-1].content
-    assert only_feedback.split("\n") == [f"{CURRENT_LABEL} (step 1):", fb, "hp 5", "view 1"]
-    both = builder.build(_turn(1, short=f"{fb}\nhp 5", feedback=fb))[-1].content
-    assert both.count(fb) == 1
+    both = builder.build(_turn(1, short="hp 5", feedback=fb))[-1].content
+    assert both == f"{CURRENT_LABEL} (step 1):\n{fb}\n\nhp 5\nview 1"
+    alone = builder.build(_turn(1, feedback=fb))[-1].content
+    assert alone == f"{CURRENT_LABEL} (step 1):\n{fb}\nview 1"
+    quiet = builder.build(_turn(1, short="hp 5"))[-1].content
+    assert quiet == f"{CURRENT_LABEL} (step 1):\nhp 5\nview 1"
+    assert builder.build(_turn(1))[-1].content == f"{CURRENT_LABEL} (step 1):\nview 1"
+
+
+def test_short_term_text_composition() -> None:
+    fb = "That was not a valid action."
+    assert short_term_text(_turn(1, short="hp 5", feedback=fb)) == f"{fb}\n\nhp 5"
+    assert short_term_text(_turn(1, feedback=fb)) == fb
+    assert short_term_text(_turn(1, short="hp 5")) == "hp 5"
+    assert short_term_text(_turn(1)) == ""
+    # no de-duplication: the env never puts the feedback in its text, so both are shown as given
+    assert short_term_text(_turn(1, short=fb, feedback=fb)) == f"{fb}\n\n{fb}"
+
+
+def test_no_feedback_no_sentence() -> None:
+    """With eval.feedback_on_invalid_action off the orchestrator forwards no feedback, and the
+    prompt shows none (the short-term text is the env's alone)."""
+    builder = HistoryBuilder("RULES", AgentConfig(max_text_history=2, max_cot_history=0))
+    content = builder.build(_turn(1, short="hp 5", feedback=""))[-1].content
+    assert "valid" not in content and content.endswith("hp 5\nview 1")
 
 
 def test_image_window_counts_current_observation() -> None:

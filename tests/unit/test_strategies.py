@@ -156,7 +156,7 @@ async def test_naive_history_grows_with_past_steps() -> None:
     first = await strategy.act(_turn(0))
     second = await strategy.act(_turn(1))
     third = await strategy.act(
-        _turn(2, short_term_context="Your output was not a valid action; go forward was used.")
+        _turn(2, last_feedback="Your output was not a valid action; go forward was used.")
     )
 
     assert (first.action, second.action, third.action) == ("toggle", "nonsense", "drop")

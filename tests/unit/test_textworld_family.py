@@ -132,7 +132,7 @@ def test_step_limit_ends_with_partial_progression_and_invalid_answers_become_hel
     game.reset()
     first = game.step({"agent_0": 7}).transitions["agent_0"]  # an index: not a command
     assert not first.valid and first.applied_action == "help"
-    assert "'help'" in first.view.short_term_context
+    assert "'help'" in first.feedback and first.view.short_term_context == ""
     assert "look" in first.view.long_term_context  # the help text
     # the command goes to the game as submitted, as BALROG sends it
     second = game.step({"agent_0": "  look\n"}).transitions["agent_0"]

@@ -15,7 +15,7 @@ a step; a move runs the engine (``engine.advance``). Then:
 
 ``progression`` becomes 1.0 on the step that ends the episode if that step's reward is > 0, else
 stays 0.0 (BALROG's definition). The long-term text is the rules/objects description; the
-short-term text carries only the invalid-action notice (when ``feedback_on_invalid_action``).
+short-term text is empty (the invalid-action feedback travels only in ``ActionResult.feedback``).
 
 Metrics: ``progression``, ``won``, ``lost``, ``end_reason`` (``win``, ``lose``, ``no_you``,
 ``step_limit`` or empty), ``steps``, ``episode_return``, ``target_plan`` (never shown to the
@@ -65,7 +65,7 @@ class BabaIsAIGame(SingleAgentGame):
     Args:
         task: the canonical task id (for messages).
         puzzle: the bare puzzle name (a key of ``puzzles.PUZZLES``).
-        options: the open options (seed, oracle, render_image, feedback, max_steps).
+        options: the open options (seed, oracle, render_image, max_steps).
         tile_size: pixels per cell of rendered frames.
         text_fixes: corrected text observations instead of the reference's (``text.py``).
 
@@ -131,7 +131,7 @@ class BabaIsAIGame(SingleAgentGame):
         self._plan_text = puzzle.target_plan
         self._reset_counters()
         self._oracle = Oracle() if self._options.oracle else None
-        return {AGENT_ID: self._view("")}
+        return {AGENT_ID: self._view()}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         """Apply ``actions["agent_0"]``; an invalid one becomes ``idle`` (valid=False).
@@ -168,7 +168,7 @@ class BabaIsAIGame(SingleAgentGame):
         if self._done:
             self._progression = 1.0 if reward > 0 else 0.0
 
-        transition = choice.transition(self._view(choice.notice), reward, terminated=terminated,
+        transition = choice.transition(self._view(), reward, terminated=terminated,
                                        truncated=truncated)
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
 
@@ -199,7 +199,7 @@ class BabaIsAIGame(SingleAgentGame):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _view(self, short_term: str) -> AgentView:
+    def _view(self) -> AgentView:
         board, ruleset = self._started()
         info: dict[str, Any] = {}
         if self._oracle is not None and not self._done:
@@ -207,7 +207,6 @@ class BabaIsAIGame(SingleAgentGame):
                 board, ruleset, self._limit - self._steps)
         return AgentView(
             long_term_context=observation_text(board, ruleset, self._text_fixes, self._no_you),
-            short_term_context=short_term,
             image=render(board, self._tile_size) if self._options.render_image else None,
             info=info,
         )

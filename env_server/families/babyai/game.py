@@ -1,9 +1,9 @@
 """One BabyAI / MiniGrid game: a single agent ``agent_0`` playing one minigrid env.
 
 Observations reproduce BALROG's BabyAI wrapper: the long-term text is the view description with
-"You see " removed (``describe.py``); the short-term text is empty except right after an invalid
-action, when it carries the feedback sentence (if ``feedback_on_invalid_action``), so that the
-notice reaches the model whatever its history window.
+"You see " removed (``describe.py``); the short-term text is empty (the invalid-action
+feedback sentence travels only in ``ActionResult.feedback``; the player shows it in its
+short-term text, so that it reaches the model whatever its history window).
 
 Metrics: ``progression`` (1.0 once any step gave a reward > 0, else 0.0; BALROG's definition),
 ``success`` (same event, as a bool), ``episode_return``, ``steps``, ``task_kind`` and ``mission``.
@@ -44,7 +44,7 @@ class BabyAIGame(SingleAgentGame):
     Args:
         task: the task name (for messages).
         source: a ``sources.MixedSource`` / ``RegisteredSource`` giving the env for each seed.
-        options: the open options (seed, oracle, render_image, feedback, max_steps).
+        options: the open options (seed, oracle, render_image, max_steps).
         tile_size: pixels per grid cell of the rendered frames.
 
     ``instruction``, ``max_steps`` and ``render`` need an episode; called before the first
@@ -101,7 +101,7 @@ class BabyAIGame(SingleAgentGame):
         self._progression = 0.0
         self._oracle = Oracle(env) if self._options.oracle else None
         expert = self._oracle.first_action if self._oracle else None
-        return {AGENT_ID: self._view(obs["image"], "", expert)}
+        return {AGENT_ID: self._view(obs["image"], expert)}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         """Apply ``actions["agent_0"]``; an invalid one becomes ``go forward`` (valid=False).
@@ -123,7 +123,7 @@ class BabyAIGame(SingleAgentGame):
         self._done = bool(terminated or truncated)
 
         expert = self._oracle.after_step(index) if self._oracle else None
-        view = self._view(obs["image"], choice.notice, expert)
+        view = self._view(obs["image"], expert)
         transition = choice.transition(view, reward, terminated=bool(terminated),
                                        truncated=bool(truncated))
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
@@ -152,11 +152,10 @@ class BabyAIGame(SingleAgentGame):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _view(self, image: np.ndarray, short_term: str, expert: str | None) -> AgentView:
+    def _view(self, image: np.ndarray, expert: str | None) -> AgentView:
         frame = self._env.get_pov_render(self._tile_size) if self._options.render_image else None
         return AgentView(
             long_term_context=balrog_text(describe(image)),
-            short_term_context=short_term,
             image=frame,
             # minigrid's encoded egocentric view: (7, 7, 3) uint8 of (object, colour, state)
             tensors={"grid": image},

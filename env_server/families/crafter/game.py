@@ -16,8 +16,8 @@ Episode rules (docs/families/crafter.md; BALROG's Crafter wrapper unless noted):
   default; kwargs ``max_episode_steps`` or ``GameOptions.max_steps`` override it); crafter's own
   length limit is disabled.
 
-Observation: long-term and short-term text from ``text.py``; after an invalid action with
-``feedback_on_invalid_action`` the feedback sentence comes first in the short-term text. The
+Observation: long-term and short-term text from ``text.py`` (the invalid-action feedback
+sentence travels only in ``ActionResult.feedback``, never in these texts). The
 image (``render_image``) is that post-step frame, (H, W, 3) uint8 with (W, H) = kwargs ``size``
 (256x256 by default). ``tensors["semantic"]`` is the 9x7 local window, int16 of shape (7, 9):
 rows north to south, columns west to east, the player at [3, 4], crafter semantic ids
@@ -69,7 +69,7 @@ class CrafterGame(SingleAgentGame):
 
     Args:
         config: the validated family options.
-        options: the open options (seed, render_image, feedback, max_steps).
+        options: the open options (seed, render_image, max_steps).
 
     ``render`` before the first ``reset`` starts an episode with the options' seed (the state an
     explicit ``reset()`` gives, since the seed determines it).
@@ -127,7 +127,7 @@ class CrafterGame(SingleAgentGame):
         self._env = env
         self._reset_counters()
         frame = self._advance(info)
-        return {AGENT_ID: self._view(frame, "")}
+        return {AGENT_ID: self._view(frame)}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         """Apply ``actions["agent_0"]``; an invalid one becomes ``Noop`` (valid=False).
@@ -149,7 +149,7 @@ class CrafterGame(SingleAgentGame):
         self._died = terminated
         self._done = terminated or truncated
 
-        view = self._view(frame, choice.notice)
+        view = self._view(frame)
         transition = choice.transition(view, reward, terminated=terminated, truncated=truncated)
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
 
@@ -201,15 +201,13 @@ class CrafterGame(SingleAgentGame):
                 self._unlocked.append(name)
         return frame_from(self._env, info)
 
-    def _view(self, frame: Frame, notice: str) -> AgentView:
+    def _view(self, frame: Frame) -> AgentView:
         window = local_window(frame.semantic, frame.pos)
         if self._balrog_text is not None:
             long_term, short_term = self._balrog_text.describe(self._env, self._info)
         else:
             long_term = long_term_text(frame, self._config.text, window)
             short_term = short_term_text(frame.inventory)
-        if notice:
-            short_term = f"{notice}\n\n{short_term}"
         image = None
         if self._options.render_image and self._image is not None:
             image = self._image.copy()

@@ -8,7 +8,8 @@ action per agent (an invalid one becomes ``noop``, valid=False).
 Observation text (``long_term_context``): who the agent is, the step and the score, then the
 decoded view (``text.describe_view``); in ``visible_teammates`` mode one more line per teammate
 (id, colour, facing, carrying, and the position only when the teammate is in the agent's view).
-The short-term text carries the invalid-action notice. Tensors: ``image`` (V, V, 3) int64 and
+The short-term text is empty (the invalid-action feedback travels only in
+``ActionResult.feedback``). Tensors: ``image`` (V, V, 3) int64 and
 ``direction`` (int64 scalar), the env's own observation, and in Soccer ``target_side`` (int64
 scalar: 0 east, 1 west; the same fact as ``info["target_goal_side"]``). Images: the env's full
 RGB frame (Soccer (352, 512, 3)), the same for every agent, when images are asked.
@@ -114,7 +115,7 @@ class MultigridGame(Game):
 
     Args:
         spec: the task (env class, kind, teams).
-        options: the open options (seed, render_image, feedback, max_steps).
+        options: the open options (seed, render_image, max_steps).
         players: agent id -> its settings (every agent present).
     """
 
@@ -185,7 +186,7 @@ class MultigridGame(Game):
         self._obs, _ = self._env.reset(seed=int(seed))
         self._reset_counters()
         frame = self._frame()
-        return {a: self._view(a, "", frame) for a in self._agents}
+        return {a: self._view(a, frame) for a in self._agents}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         """Apply one action per agent, all at once.
@@ -221,9 +222,8 @@ class MultigridGame(Game):
         transitions = {}
         for i, a in enumerate(self._agents):
             name, valid, feedback = applied[a]
-            notice = feedback if self._options.feedback_on_invalid_action else ""
             transitions[a] = AgentTransition(
-                view=self._view(a, notice, frame), reward=float(rewards[i]),
+                view=self._view(a, frame), reward=float(rewards[i]),
                 terminated=terminated, truncated=truncated, valid=valid,
                 applied_action=name, feedback=feedback)
         return StepResult(transitions=transitions,
@@ -415,7 +415,7 @@ class MultigridGame(Game):
             lines.append(f"- {mate} ({self._colour[mate]}): facing {facing}; {holds}; {where}")
         return lines
 
-    def _view(self, agent: str, short_term: str, frame: np.ndarray | None) -> AgentView:
+    def _view(self, agent: str, frame: np.ndarray | None) -> AgentView:
         assert self._obs is not None
         index = self._agents.index(agent)
         obs = self._obs[index]
@@ -429,7 +429,6 @@ class MultigridGame(Game):
             lines += self._teammate_lines(agent, seen, index)
         return AgentView(
             long_term_context="\n".join(lines),
-            short_term_context=short_term,
             image=frame,
             tensors=self._tensors(agent, image, direction),
             info=self._info(agent, image, direction),

@@ -16,8 +16,9 @@ unwrapped or behind thin patches) for a single agent ``agent_0``:
 - the step limit counts agent steps (``max_steps``); an optional no-progress abort counts env
   steps (--More-- presses included, as in the reference) during which blstats ``time`` did not
   advance;
-- an invalid action becomes the default action; the feedback sentence goes in front of the
-  short-term context (so it reaches the model whatever its history window);
+- an invalid action becomes the default action; the feedback sentence travels only in
+  ``ActionResult.feedback`` (the player puts it in front of the short-term context, so it
+  reaches the model whatever its history window);
 - the text comes from ``text.render_observation`` (``hybrid`` or ``language`` mode).
 
 Subclasses (``nle_family.NLEGame``, ``minihack_family.MiniHackGame``) supply the env, the
@@ -111,7 +112,7 @@ class NetHackGame(SingleAgentGame):
 
     Args:
         task: the task name.
-        options: the open options (seed, oracle, render_image, feedback, max_steps).
+        options: the open options (seed, oracle, render_image, max_steps).
         table: ``[(action, env_index)]`` in action-list order.
         default_action: the name applied for invalid answers (must be in ``table``).
         step_limit: agent steps per episode (``options.max_steps`` already applied).
@@ -199,7 +200,7 @@ class NetHackGame(SingleAgentGame):
         self._expert = self._make_expert(obs) if self._options.oracle else None
         hint = self._expert.reset(obs, message) if self._expert is not None else None
         self._last_obs_for_render = obs
-        return {AGENT_ID: self._view(obs, message, "", hint)}
+        return {AGENT_ID: self._view(obs, message, hint)}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         """Apply ``actions["agent_0"]``; an invalid answer becomes the default (valid=False).
@@ -225,7 +226,7 @@ class NetHackGame(SingleAgentGame):
         if self._expert is not None and not self._done:
             hint = self._expert.next(out.obs, out.message, applied)
         self._last_obs_for_render = out.obs
-        view = self._view(out.obs, out.message, choice.notice, hint)
+        view = self._view(out.obs, out.message, hint)
         transition = choice.transition(view, out.reward, terminated=bool(out.terminated),
                                        truncated=bool(truncated and not out.terminated))
         return single_agent_result(AGENT_ID, transition, done=self._done, metrics=self.metrics())
@@ -306,14 +307,10 @@ class NetHackGame(SingleAgentGame):
 
         return extract_message(obs["tty_chars"])
 
-    def _view(
-        self, obs: Mapping[str, np.ndarray], message: str, notice: str, hint: str | None
-    ) -> AgentView:
+    def _view(self, obs: Mapping[str, np.ndarray], message: str, hint: str | None) -> AgentView:
         from env_server.families.nethack.text import render_observation
 
         long_term, short_term = render_observation(obs, message=message, mode=self._text_mode)
-        if notice:
-            short_term = f"{notice}\n\n{short_term}" if short_term else notice
         return AgentView(
             long_term_context=long_term,
             short_term_context=short_term,

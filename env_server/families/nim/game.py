@@ -16,8 +16,8 @@ heap's starting size, heap by heap. A text names a move when it reads ``take C f
 integer is an index into ``actions()``. A move is legal when heap H still holds at least C
 objects. Anything else is *illegal*: a legal move drawn from a ``random.Random`` seeded from
 (task, episode seed; label ``nim/{task}/{seed}``) is played instead, ``valid=False``, the
-feedback names the move played, and the player's ``illegal_moves`` count goes up. With
-``feedback_on_invalid_action`` the same sentence leads the player's next short-term text.
+feedback names the move played, and the player's ``illegal_moves`` count goes up. The
+sentence travels only in ``ActionResult.feedback``, never in the observation text.
 
 Observation per agent: ``long_term_context`` is the heaps (``Heaps: 1: |||  2: ||||  3: |||||``
 with counts) and whose turn it is; ``short_term_context`` says who the agent is, the last move,

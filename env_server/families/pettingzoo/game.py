@@ -16,8 +16,8 @@ surrounding space/quotes are ignored) or an integer, read as the env's own actio
 position in the action mask). Anything else, including a legal-looking move that is illegal
 now, is *illegal*: a legal move drawn from a ``random.Random`` seeded from (task, episode seed)
 (label ``pettingzoo/{task}/{seed}``) is played instead, ``valid=False``, the feedback names the
-move played, and the player's ``illegal_moves`` count goes up. With
-``feedback_on_invalid_action`` the same sentence leads the player's next short-term text.
+move played, and the player's ``illegal_moves`` count goes up. The sentence travels only in
+``ActionResult.feedback``, never in the observation text.
 
 Observation per agent: ``long_term_context`` is the board (``BoardGame.board_text``);
 ``short_term_context`` says the side, the move number, the last move, whose turn it is and, on

@@ -11,7 +11,8 @@ Behaviour (docs/families/textworld.md):
 - the episode ends when the game is won or lost, or after ``max_steps`` commands (80 unless
   ``GameOptions.max_steps``);
 - long-term text: ``text.observation_text`` (status line and objective removed unless
-  ``keep_objective``); short-term text: empty except the invalid-action notice;
+  ``keep_objective``); short-term text: empty (the invalid-action feedback travels only in
+  ``ActionResult.feedback``);
 - reward: the change of the game's score at this step (BALROG summed cumulative scores);
 - ``progression``: 0 until the episode ends, then max(score / max_score, 1 if won);
 - no image: ``AgentView.image`` stays None even with ``render_image`` (the agent side then falls
@@ -70,7 +71,7 @@ class TextWorldGame(SingleAgentGame):
 
     Args:
         task: the family (``treasure_hunter``, ``the_cooking_game`` or ``coin_collector``).
-        options: the open options (seed, oracle, feedback, max_steps; ``render_image`` is
+        options: the open options (seed, oracle, max_steps; ``render_image`` is
             accepted but no image is sent: the game is text-only).
         keep_objective: keep the objective in the observations (see ``text.observation_text``).
     """
@@ -151,7 +152,7 @@ class TextWorldGame(SingleAgentGame):
         self._won = self._lost = False
         self._return = 0
         self._progression = 0.0
-        view = self._view(str(state["feedback"] or ""), state.get("policy_commands"), "")
+        view = self._view(str(state["feedback"] or ""), state.get("policy_commands"))
         return {AGENT_ID: view}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
@@ -186,9 +187,8 @@ class TextWorldGame(SingleAgentGame):
             ratio = self._score / self._max_score if self._max_score > 0 else 0.0
             self._progression = min(1.0, max(ratio, 1.0 if self._won else 0.0, 0.0))
 
-        notice = feedback if self._options.feedback_on_invalid_action else ""
         transition = AgentTransition(
-            view=self._view(raw, policy, notice),
+            view=self._view(raw, policy),
             reward=float(self._score - previous),
             terminated=terminated,
             truncated=truncated,
@@ -227,14 +227,14 @@ class TextWorldGame(SingleAgentGame):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _view(self, raw: str, policy: Any, short_term: str) -> AgentView:
+    def _view(self, raw: str, policy: Any) -> AgentView:
         self._text = observation_text(raw, self._objective, self._keep_objective)
         self._policy = list(policy or [])
         info: dict[str, Any] = {}
         if self._options.oracle:
             info["expert_action"] = self._policy[0] if self._policy else DEFAULT_ACTION
         # Text-only: no image even with render_image (the agent side falls back to text).
-        return AgentView(long_term_context=self._text, short_term_context=short_term, info=info)
+        return AgentView(long_term_context=self._text, info=info)
 
     def _close_env(self) -> None:
         if self._env is not None:

@@ -26,47 +26,53 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from moria.common.v1 import types_pb2 as moria_dot_common_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$moria/policy/v1/policy_service.proto\x12\x0fmoria.policy.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"?\n\x0eGetInfoRequest\x12-\n\x0c\x63heck_config\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xef\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x12\n\nstrategies\x18\x02 \x03(\t\x12\x10\n\x08\x62\x61\x63kends\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x16\n\x0e\x61\x63tive_streams\x18\x05 \x01(\x05\x12\x15\n\rconfig_errors\x18\x06 \x03(\t\x12\x10\n\x08\x64raining\x18\x07 \x01(\x08\x12\x34\n\rstrategy_info\x18\x08 \x03(\x0b\x32\x1d.moria.policy.v1.StrategyInfo\"^\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x61lls_model\x18\x02 \x01(\x08\x12\x15\n\rreads_tensors\x18\x03 \x01(\x08\x12\x14\n\x0ckeeps_images\x18\x04 \x01(\x08\"\xd6\x02\n\x05\x42\x65gin\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12-\n\x0c\x61gent_config\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x10\n\x08\x65nv_name\x18\x07 \x01(\t\x12\x0c\n\x04task\x18\x08 \x01(\t\x12\x36\n\x0e\x64\x65monstrations\x18\t \x03(\x0b\x32\x1e.moria.policy.v1.Demonstration\x12\x16\n\x0erecord_prompts\x18\n \x01(\x08\x12\x31\n\x0bobservation\x18\x0b \x01(\x0b\x32\x1c.moria.common.v1.Observation\"\x83\x01\n\rDemonstration\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x31\n\x05steps\x18\x04 \x03(\x0b\x32\".moria.policy.v1.DemonstrationStep\x12\x0e\n\x06source\x18\x05 \x01(\t\"H\n\x11\x44\x65monstrationStep\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\x85\x01\n\x07Observe\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x39\n\x12last_action_result\x18\x02 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\x12\x0c\n\x04step\x18\x03 \x01(\x03\"7\n\x03\x45nd\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\x06\n\x04Ping\"\x06\n\x04Pong\"\xba\x01\n\x0bPlayRequest\x12\'\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.BeginH\x00\x12+\n\x07observe\x18\x02 \x01(\x0b\x32\x18.moria.policy.v1.ObserveH\x00\x12#\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.moria.policy.v1.EndH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PingH\x00\x42\t\n\x07request\"m\n\x05Ready\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0eidle_timeout_s\x18\x03 \x01(\x01\x12+\n\x08protocol\x18\x04 \x01(\x0b\x32\x19.moria.policy.v1.Protocol\"\xc2\x01\n\x08Protocol\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12instruction_sha256\x18\x02 \x01(\t\x12/\n\ngeneration\x18\x03 \x01(\x0b\x32\x1b.moria.policy.v1.Generation\x12\x15\n\rbalrog_commit\x18\x04 \x01(\t\x12\x15\n\rbalrog_source\x18\x05 \x01(\t\x12\x1a\n\x12\x66\x65\x65\x64\x62\x61\x63k_statement\x18\x06 \x01(\x08\x12\x11\n\tset_aside\x18\x07 \x03(\t\"J\n\nGeneration\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x02 \x01(\x05\x42\x0e\n\x0c_temperature\"\x86\x02\n\x03\x41\x63t\x12\'\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x17.moria.common.v1.Action\x12\x16\n\x0eraw_completion\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12%\n\x05usage\x18\x04 \x01(\x0b\x32\x16.moria.common.v1.Usage\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x12\x13\n\x0bstop_reason\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\x13\n\x0bprompt_json\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\"4\n\x05\x45nded\x12+\n\x0btotal_usage\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Usage\"\xb8\x01\n\x0cPlayResponse\x12\'\n\x05ready\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.ReadyH\x00\x12#\n\x03\x61\x63t\x18\x02 \x01(\x0b\x32\x14.moria.policy.v1.ActH\x00\x12\'\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x16.moria.policy.v1.EndedH\x00\x12%\n\x04pong\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PongH\x00\x42\n\n\x08response2\xa6\x01\n\rPolicyService\x12L\n\x07GetInfo\x12\x1f.moria.policy.v1.GetInfoRequest\x1a .moria.policy.v1.GetInfoResponse\x12G\n\x04Play\x12\x1c.moria.policy.v1.PlayRequest\x1a\x1d.moria.policy.v1.PlayResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$moria/policy/v1/policy_service.proto\x12\x0fmoria.policy.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"\xab\x01\n\x0eGetInfoRequest\x12-\n\x0c\x63heck_config\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x33\n\x0b\x63heck_agent\x18\x02 \x01(\x0b\x32\x1e.moria.policy.v1.AgentSettings\x12\x35\n\x0c\x63heck_client\x18\x03 \x01(\x0b\x32\x1f.moria.policy.v1.ClientSettings\"\xef\x01\n\x0fGetInfoResponse\x12-\n\x07version\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\x12\n\nstrategies\x18\x02 \x03(\t\x12\x10\n\x08\x62\x61\x63kends\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x16\n\x0e\x61\x63tive_streams\x18\x05 \x01(\x05\x12\x15\n\rconfig_errors\x18\x06 \x03(\t\x12\x10\n\x08\x64raining\x18\x07 \x01(\x08\x12\x34\n\rstrategy_info\x18\x08 \x03(\x0b\x32\x1d.moria.policy.v1.StrategyInfo\"^\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x61lls_model\x18\x02 \x01(\x08\x12\x15\n\rreads_tensors\x18\x03 \x01(\x08\x12\x14\n\x0ckeeps_images\x18\x04 \x01(\x08\"\xb6\x03\n\x05\x42\x65gin\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x32\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x1c.moria.common.v1.ActionSpace\x12-\n\x0c\x61gent_config\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12\x10\n\x08\x65nv_name\x18\x07 \x01(\t\x12\x0c\n\x04task\x18\x08 \x01(\t\x12\x36\n\x0e\x64\x65monstrations\x18\t \x03(\x0b\x32\x1e.moria.policy.v1.Demonstration\x12\x16\n\x0erecord_prompts\x18\n \x01(\x08\x12\x31\n\x0bobservation\x18\x0b \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12-\n\x05\x61gent\x18\x0c \x01(\x0b\x32\x1e.moria.policy.v1.AgentSettings\x12/\n\x06\x63lient\x18\r \x01(\x0b\x32\x1f.moria.policy.v1.ClientSettings\"\xbf\x03\n\rAgentSettings\x12\x11\n\x04type\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08protocol\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x1a\n\rbalrog_source\x18\x03 \x01(\tH\x02\x88\x01\x01\x12\x19\n\x0cremember_cot\x18\x04 \x01(\x08H\x03\x88\x01\x01\x12\x1d\n\x10max_text_history\x18\x05 \x01(\x05H\x04\x88\x01\x01\x12\x1e\n\x11max_image_history\x18\x06 \x01(\x05H\x05\x88\x01\x01\x12\x1c\n\x0fmax_cot_history\x18\x07 \x01(\x05H\x06\x88\x01\x01\x12\x1c\n\x0fmax_icl_history\x18\x08 \x01(\x05H\x07\x88\x01\x01\x12\x17\n\ncheckpoint\x18\t \x01(\tH\x08\x88\x01\x01\x12\x13\n\x06sample\x18\n \x01(\x08H\t\x88\x01\x01\x42\x07\n\x05_typeB\x0b\n\t_protocolB\x10\n\x0e_balrog_sourceB\x0f\n\r_remember_cotB\x13\n\x11_max_text_historyB\x14\n\x12_max_image_historyB\x12\n\x10_max_cot_historyB\x12\n\x10_max_icl_historyB\r\n\x0b_checkpointB\t\n\x07_sample\"\xac\x05\n\x0e\x43lientSettings\x12\x18\n\x0b\x63lient_name\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08model_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x15\n\x08\x62\x61se_url\x18\x03 \x01(\tH\x02\x88\x01\x01\x12:\n\x0fgenerate_kwargs\x18\x04 \x01(\x0b\x32!.moria.policy.v1.GenerateSettings\x12\x14\n\x07timeout\x18\x05 \x01(\x01H\x03\x88\x01\x01\x12\x18\n\x0bmax_retries\x18\x06 \x01(\x05H\x04\x88\x01\x01\x12\x12\n\x05\x64\x65lay\x18\x07 \x01(\x01H\x05\x88\x01\x01\x12\x1c\n\x0f\x61lternate_roles\x18\x08 \x01(\x08H\x06\x88\x01\x01\x12\x1e\n\x11\x63onstrain_actions\x18\t \x01(\x08H\x07\x88\x01\x01\x12\x13\n\x06stream\x18\n \x01(\x08H\x08\x88\x01\x01\x12\x1d\n\x10reasoning_effort\x18\x0b \x01(\tH\t\x88\x01\x01\x12\x1c\n\x0fthinking_budget\x18\x0c \x01(\x05H\n\x88\x01\x01\x12\x1b\n\x0elocal_contexts\x18\r \x01(\x05H\x0b\x88\x01\x01\x12\x1c\n\x0fmax_concurrency\x18\x0e \x01(\x05H\x0c\x88\x01\x01\x12\x1d\n\x10max_prompt_bytes\x18\x0f \x01(\x03H\r\x88\x01\x01\x42\x0e\n\x0c_client_nameB\x0b\n\t_model_idB\x0b\n\t_base_urlB\n\n\x08_timeoutB\x0e\n\x0c_max_retriesB\x08\n\x06_delayB\x12\n\x10_alternate_rolesB\x14\n\x12_constrain_actionsB\t\n\x07_streamB\x13\n\x11_reasoning_effortB\x12\n\x10_thinking_budgetB\x11\n\x0f_local_contextsB\x12\n\x10_max_concurrencyB\x13\n\x11_max_prompt_bytes\"\xa9\x01\n\x10GenerateSettings\x12\x15\n\x0btemperature\x18\x01 \x01(\x01H\x00\x12\x18\n\x0eno_temperature\x18\x02 \x01(\x08H\x00\x12\x17\n\nmax_tokens\x18\x03 \x01(\x05H\x01\x88\x01\x01\x12&\n\x05\x65xtra\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructB\x14\n\x12temperature_choiceB\r\n\x0b_max_tokens\"\x83\x01\n\rDemonstration\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x04\x12\x13\n\x0binstruction\x18\x03 \x01(\t\x12\x31\n\x05steps\x18\x04 \x03(\x0b\x32\".moria.policy.v1.DemonstrationStep\x12\x0e\n\x06source\x18\x05 \x01(\t\"H\n\x11\x44\x65monstrationStep\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"\x85\x01\n\x07Observe\x12\x31\n\x0bobservation\x18\x01 \x01(\x0b\x32\x1c.moria.common.v1.Observation\x12\x39\n\x12last_action_result\x18\x02 \x01(\x0b\x32\x1d.moria.common.v1.ActionResult\x12\x0c\n\x04step\x18\x03 \x01(\x03\"7\n\x03\x45nd\x12\x30\n\x0b\x65pisode_end\x18\x01 \x01(\x0b\x32\x1b.moria.common.v1.EpisodeEnd\"\x06\n\x04Ping\"\x06\n\x04Pong\"\xba\x01\n\x0bPlayRequest\x12\'\n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.BeginH\x00\x12+\n\x07observe\x18\x02 \x01(\x0b\x32\x18.moria.policy.v1.ObserveH\x00\x12#\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x14.moria.policy.v1.EndH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PingH\x00\x42\t\n\x07request\"m\n\x05Ready\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x16\n\x0eidle_timeout_s\x18\x03 \x01(\x01\x12+\n\x08protocol\x18\x04 \x01(\x0b\x32\x19.moria.policy.v1.Protocol\"\xc2\x01\n\x08Protocol\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12instruction_sha256\x18\x02 \x01(\t\x12/\n\ngeneration\x18\x03 \x01(\x0b\x32\x1b.moria.policy.v1.Generation\x12\x15\n\rbalrog_commit\x18\x04 \x01(\t\x12\x15\n\rbalrog_source\x18\x05 \x01(\t\x12\x1a\n\x12\x66\x65\x65\x64\x62\x61\x63k_statement\x18\x06 \x01(\x08\x12\x11\n\tset_aside\x18\x07 \x03(\t\"J\n\nGeneration\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x02 \x01(\x05\x42\x0e\n\x0c_temperature\"\x86\x02\n\x03\x41\x63t\x12\'\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x17.moria.common.v1.Action\x12\x16\n\x0eraw_completion\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12%\n\x05usage\x18\x04 \x01(\x0b\x32\x16.moria.common.v1.Usage\x12\x11\n\tlatency_s\x18\x05 \x01(\x01\x12&\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x17.moria.common.v1.Status\x12\x13\n\x0bstop_reason\x18\x07 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x08 \x01(\x05\x12\x13\n\x0bprompt_json\x18\t \x01(\t\x12\r\n\x05model\x18\n \x01(\t\"4\n\x05\x45nded\x12+\n\x0btotal_usage\x18\x01 \x01(\x0b\x32\x16.moria.common.v1.Usage\"\xb8\x01\n\x0cPlayResponse\x12\'\n\x05ready\x18\x01 \x01(\x0b\x32\x16.moria.policy.v1.ReadyH\x00\x12#\n\x03\x61\x63t\x18\x02 \x01(\x0b\x32\x14.moria.policy.v1.ActH\x00\x12\'\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x16.moria.policy.v1.EndedH\x00\x12%\n\x04pong\x18\x04 \x01(\x0b\x32\x15.moria.policy.v1.PongH\x00\x42\n\n\x08response2\xa6\x01\n\rPolicyService\x12L\n\x07GetInfo\x12\x1f.moria.policy.v1.GetInfoRequest\x1a .moria.policy.v1.GetInfoResponse\x12G\n\x04Play\x12\x1c.moria.policy.v1.PlayRequest\x1a\x1d.moria.policy.v1.PlayResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'moria.policy.v1.policy_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETINFOREQUEST']._serialized_start=116
-  _globals['_GETINFOREQUEST']._serialized_end=179
-  _globals['_GETINFORESPONSE']._serialized_start=182
-  _globals['_GETINFORESPONSE']._serialized_end=421
-  _globals['_STRATEGYINFO']._serialized_start=423
-  _globals['_STRATEGYINFO']._serialized_end=517
-  _globals['_BEGIN']._serialized_start=520
-  _globals['_BEGIN']._serialized_end=862
-  _globals['_DEMONSTRATION']._serialized_start=865
-  _globals['_DEMONSTRATION']._serialized_end=996
-  _globals['_DEMONSTRATIONSTEP']._serialized_start=998
-  _globals['_DEMONSTRATIONSTEP']._serialized_end=1070
-  _globals['_OBSERVE']._serialized_start=1073
-  _globals['_OBSERVE']._serialized_end=1206
-  _globals['_END']._serialized_start=1208
-  _globals['_END']._serialized_end=1263
-  _globals['_PING']._serialized_start=1265
-  _globals['_PING']._serialized_end=1271
-  _globals['_PONG']._serialized_start=1273
-  _globals['_PONG']._serialized_end=1279
-  _globals['_PLAYREQUEST']._serialized_start=1282
-  _globals['_PLAYREQUEST']._serialized_end=1468
-  _globals['_READY']._serialized_start=1470
-  _globals['_READY']._serialized_end=1579
-  _globals['_PROTOCOL']._serialized_start=1582
-  _globals['_PROTOCOL']._serialized_end=1776
-  _globals['_GENERATION']._serialized_start=1778
-  _globals['_GENERATION']._serialized_end=1852
-  _globals['_ACT']._serialized_start=1855
-  _globals['_ACT']._serialized_end=2117
-  _globals['_ENDED']._serialized_start=2119
-  _globals['_ENDED']._serialized_end=2171
-  _globals['_PLAYRESPONSE']._serialized_start=2174
-  _globals['_PLAYRESPONSE']._serialized_end=2358
-  _globals['_POLICYSERVICE']._serialized_start=2361
-  _globals['_POLICYSERVICE']._serialized_end=2527
+  _globals['_GETINFOREQUEST']._serialized_start=117
+  _globals['_GETINFOREQUEST']._serialized_end=288
+  _globals['_GETINFORESPONSE']._serialized_start=291
+  _globals['_GETINFORESPONSE']._serialized_end=530
+  _globals['_STRATEGYINFO']._serialized_start=532
+  _globals['_STRATEGYINFO']._serialized_end=626
+  _globals['_BEGIN']._serialized_start=629
+  _globals['_BEGIN']._serialized_end=1067
+  _globals['_AGENTSETTINGS']._serialized_start=1070
+  _globals['_AGENTSETTINGS']._serialized_end=1517
+  _globals['_CLIENTSETTINGS']._serialized_start=1520
+  _globals['_CLIENTSETTINGS']._serialized_end=2204
+  _globals['_GENERATESETTINGS']._serialized_start=2207
+  _globals['_GENERATESETTINGS']._serialized_end=2376
+  _globals['_DEMONSTRATION']._serialized_start=2379
+  _globals['_DEMONSTRATION']._serialized_end=2510
+  _globals['_DEMONSTRATIONSTEP']._serialized_start=2512
+  _globals['_DEMONSTRATIONSTEP']._serialized_end=2584
+  _globals['_OBSERVE']._serialized_start=2587
+  _globals['_OBSERVE']._serialized_end=2720
+  _globals['_END']._serialized_start=2722
+  _globals['_END']._serialized_end=2777
+  _globals['_PING']._serialized_start=2779
+  _globals['_PING']._serialized_end=2785
+  _globals['_PONG']._serialized_start=2787
+  _globals['_PONG']._serialized_end=2793
+  _globals['_PLAYREQUEST']._serialized_start=2796
+  _globals['_PLAYREQUEST']._serialized_end=2982
+  _globals['_READY']._serialized_start=2984
+  _globals['_READY']._serialized_end=3093
+  _globals['_PROTOCOL']._serialized_start=3096
+  _globals['_PROTOCOL']._serialized_end=3290
+  _globals['_GENERATION']._serialized_start=3292
+  _globals['_GENERATION']._serialized_end=3366
+  _globals['_ACT']._serialized_start=3369
+  _globals['_ACT']._serialized_end=3631
+  _globals['_ENDED']._serialized_start=3633
+  _globals['_ENDED']._serialized_end=3685
+  _globals['_PLAYRESPONSE']._serialized_start=3688
+  _globals['_PLAYRESPONSE']._serialized_end=3872
+  _globals['_POLICYSERVICE']._serialized_start=3875
+  _globals['_POLICYSERVICE']._serialized_end=4041
 # @@protoc_insertion_point(module_scope)

@@ -9,10 +9,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetInfoRequest(_message.Message):
-    __slots__ = ("check_config",)
+    __slots__ = ("check_config", "check_agent", "check_client")
     CHECK_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CHECK_AGENT_FIELD_NUMBER: _ClassVar[int]
+    CHECK_CLIENT_FIELD_NUMBER: _ClassVar[int]
     check_config: _struct_pb2.Struct
-    def __init__(self, check_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    check_agent: AgentSettings
+    check_client: ClientSettings
+    def __init__(self, check_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., check_agent: _Optional[_Union[AgentSettings, _Mapping]] = ..., check_client: _Optional[_Union[ClientSettings, _Mapping]] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("version", "strategies", "backends", "capacity", "active_streams", "config_errors", "draining", "strategy_info")
@@ -47,7 +51,7 @@ class StrategyInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., calls_model: _Optional[bool] = ..., reads_tensors: _Optional[bool] = ..., keeps_images: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts", "observation")
+    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts", "observation", "agent", "client")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +63,8 @@ class Begin(_message.Message):
     DEMONSTRATIONS_FIELD_NUMBER: _ClassVar[int]
     RECORD_PROMPTS_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     agent_id: str
     instruction: str
@@ -70,7 +76,79 @@ class Begin(_message.Message):
     demonstrations: _containers.RepeatedCompositeFieldContainer[Demonstration]
     record_prompts: bool
     observation: _types_pb2.Observation
-    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ...) -> None: ...
+    agent: AgentSettings
+    client: ClientSettings
+    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ..., agent: _Optional[_Union[AgentSettings, _Mapping]] = ..., client: _Optional[_Union[ClientSettings, _Mapping]] = ...) -> None: ...
+
+class AgentSettings(_message.Message):
+    __slots__ = ("type", "protocol", "balrog_source", "remember_cot", "max_text_history", "max_image_history", "max_cot_history", "max_icl_history", "checkpoint", "sample")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    BALROG_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REMEMBER_COT_FIELD_NUMBER: _ClassVar[int]
+    MAX_TEXT_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    MAX_IMAGE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    MAX_COT_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ICL_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    protocol: str
+    balrog_source: str
+    remember_cot: bool
+    max_text_history: int
+    max_image_history: int
+    max_cot_history: int
+    max_icl_history: int
+    checkpoint: str
+    sample: bool
+    def __init__(self, type: _Optional[str] = ..., protocol: _Optional[str] = ..., balrog_source: _Optional[str] = ..., remember_cot: _Optional[bool] = ..., max_text_history: _Optional[int] = ..., max_image_history: _Optional[int] = ..., max_cot_history: _Optional[int] = ..., max_icl_history: _Optional[int] = ..., checkpoint: _Optional[str] = ..., sample: _Optional[bool] = ...) -> None: ...
+
+class ClientSettings(_message.Message):
+    __slots__ = ("client_name", "model_id", "base_url", "generate_kwargs", "timeout", "max_retries", "delay", "alternate_roles", "constrain_actions", "stream", "reasoning_effort", "thinking_budget", "local_contexts", "max_concurrency", "max_prompt_bytes")
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    GENERATE_KWARGS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATE_ROLES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAIN_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
+    THINKING_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_CONTEXTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    MAX_PROMPT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    client_name: str
+    model_id: str
+    base_url: str
+    generate_kwargs: GenerateSettings
+    timeout: float
+    max_retries: int
+    delay: float
+    alternate_roles: bool
+    constrain_actions: bool
+    stream: bool
+    reasoning_effort: str
+    thinking_budget: int
+    local_contexts: int
+    max_concurrency: int
+    max_prompt_bytes: int
+    def __init__(self, client_name: _Optional[str] = ..., model_id: _Optional[str] = ..., base_url: _Optional[str] = ..., generate_kwargs: _Optional[_Union[GenerateSettings, _Mapping]] = ..., timeout: _Optional[float] = ..., max_retries: _Optional[int] = ..., delay: _Optional[float] = ..., alternate_roles: _Optional[bool] = ..., constrain_actions: _Optional[bool] = ..., stream: _Optional[bool] = ..., reasoning_effort: _Optional[str] = ..., thinking_budget: _Optional[int] = ..., local_contexts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., max_prompt_bytes: _Optional[int] = ...) -> None: ...
+
+class GenerateSettings(_message.Message):
+    __slots__ = ("temperature", "no_temperature", "max_tokens", "extra")
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    NO_TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    temperature: float
+    no_temperature: bool
+    max_tokens: int
+    extra: _struct_pb2.Struct
+    def __init__(self, temperature: _Optional[float] = ..., no_temperature: _Optional[bool] = ..., max_tokens: _Optional[int] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Demonstration(_message.Message):
     __slots__ = ("task", "seed", "instruction", "steps", "source")
