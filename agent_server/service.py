@@ -51,6 +51,7 @@ from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, ClientName
 from moria.metrics import POLICY_SERVICE, Metrics
+from moria.observations import text_channels
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from moria.policy_config import request_config
@@ -429,10 +430,11 @@ def turn_input(observe: pol_pb.Observe, *, keep_image: bool) -> TurnInput:
         image_png = png_bytes(obs.image)
     last = observe.last_action_result
     has_last = observe.HasField("last_action_result")
+    long_term, short_term = text_channels(obs)
     return TurnInput(
         step=int(observe.step),
-        long_term_context=obs.text.get("long_term_context", ""),
-        short_term_context=obs.text.get("short_term_context", ""),
+        long_term_context=long_term,
+        short_term_context=short_term,
         image_png=image_png,
         legal_actions=list(obs.legal_actions),
         info=dict_from_struct(obs.info),

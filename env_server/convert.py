@@ -6,9 +6,7 @@ from env_server.game import ActionInfo, AgentView, Game, SubmittedAction
 from moria.codecs import array_from_tensor, image_from_rgb, struct_from_dict, tensor_from_array
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
-
-LONG_TERM = "long_term_context"
-SHORT_TERM = "short_term_context"
+from moria.observations import LONG_TERM, SHORT_TERM
 
 
 def observation_to_proto(view: AgentView, *, step: int, obs: env_pb.ObservationOptions,
@@ -18,7 +16,9 @@ def observation_to_proto(view: AgentView, *, step: int, obs: env_pb.ObservationO
     ``obs.include_tensors``, legal actions, action mask and info."""
     text = {LONG_TERM: view.long_term_context, SHORT_TERM: view.short_term_context}
     text.update(view.extra_text)
-    out = types_pb2.Observation(text=text, legal_actions=view.legal_actions, step=step)
+    out = types_pb2.Observation(text=text, legal_actions=view.legal_actions, step=step,
+                                long_term_context=view.long_term_context,
+                                short_term_context=view.short_term_context)
     if view.action_mask is not None:
         out.action_mask.extend(view.action_mask)
     if obs.include_image and view.image is not None:

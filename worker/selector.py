@@ -148,7 +148,7 @@ class ActionSelector:
             self.console.discard()
             self.console.supply(move)
         obs = types_pb2.Observation(text={"long_term_context": observation},
-                                    legal_actions=legal_moves)
+                                    long_term_context=observation, legal_actions=legal_moves)
         if action_mask is not None and len(action_mask) == len(legal_moves):
             obs.action_mask.extend(action_mask)
         act = await player.stream.observe(pol_pb.Observe(observation=obs, step=player.turns))

@@ -45,6 +45,7 @@ from moria.balrog_source import (
 )
 from moria.config import BALROG_AGENT_TYPES, AgentConfig, ClientConfig
 from moria.families import balrog_references
+from moria.observations import text_channels
 from orchestrator.core.episode import (
     EpisodeDriver,
     EpisodePlan,
@@ -234,8 +235,8 @@ class Replayed:
 def _balrog_observation(turn: Turn) -> dict[str, Any]:
     obs = turn.observation
     image = PngFrame(obs.image.data) if obs.HasField("image") and obs.image.data else None
-    return {"text": {"long_term_context": obs.text.get("long_term_context", ""),
-                     "short_term_context": obs.text.get("short_term_context", "")},
+    long_term, short_term = text_channels(obs)
+    return {"text": {"long_term_context": long_term, "short_term_context": short_term},
             "image": image}
 
 

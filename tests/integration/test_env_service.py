@@ -45,6 +45,10 @@ async def test_open_step_close_round_trip() -> None:
         assert start.action_space.default_action == "go forward"
         assert "go to" in start.instruction
         assert start.observation.text["long_term_context"]
+        # the typed channels and the map's same-named entries hold the same texts
+        assert start.observation.long_term_context == start.observation.text["long_term_context"]
+        assert (start.observation.short_term_context
+                == start.observation.text["short_term_context"])
         assert "expert_action" not in dict_from_struct(start.observation.info)
         step = await session.step({"agent_0": text_action("turn left")})
         assert step.step == 1

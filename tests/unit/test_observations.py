@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from moria.common.v1 import types_pb2
-from moria.observations import observation_text
+from moria.observations import observation_text, text_channels
 
 
 def _obs(long_term: str, short_term: str) -> types_pb2.Observation:
@@ -26,3 +26,11 @@ def test_one_channel_alone_is_kept_as_it_is() -> None:
 def test_only_the_outer_newlines_are_removed() -> None:
     assert observation_text(_obs("a wall\n", "\nkey")) == "a wall\n\n\nkey"
     assert observation_text(_obs("\n\na wall", "key\n")) == "a wall\nkey"
+
+
+def test_the_typed_channels_come_first_and_the_map_serves_older_clients() -> None:
+    typed = types_pb2.Observation(long_term_context="typed wall", short_term_context="typed key",
+                                  text={"long_term_context": "map wall"})
+    assert text_channels(typed) == ("typed wall", "typed key")
+    assert text_channels(_obs("map wall", "map key")) == ("map wall", "map key")
+    assert observation_text(typed) == "typed wall\ntyped key"

@@ -84,7 +84,7 @@ class Image(_message.Message):
     def __init__(self, encoding: _Optional[_Union[ImageEncoding, str]] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class Observation(_message.Message):
-    __slots__ = ("text", "image", "tensors", "legal_actions", "action_mask", "info", "step")
+    __slots__ = ("text", "image", "tensors", "legal_actions", "action_mask", "info", "step", "long_term_context", "short_term_context")
     class TextEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,8 @@ class Observation(_message.Message):
     ACTION_MASK_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
+    LONG_TERM_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SHORT_TERM_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     text: _containers.ScalarMap[str, str]
     image: Image
     tensors: _containers.MessageMap[str, Tensor]
@@ -113,7 +115,9 @@ class Observation(_message.Message):
     action_mask: _containers.RepeatedScalarFieldContainer[bool]
     info: _struct_pb2.Struct
     step: int
-    def __init__(self, text: _Optional[_Mapping[str, str]] = ..., image: _Optional[_Union[Image, _Mapping]] = ..., tensors: _Optional[_Mapping[str, Tensor]] = ..., legal_actions: _Optional[_Iterable[str]] = ..., action_mask: _Optional[_Iterable[bool]] = ..., info: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., step: _Optional[int] = ...) -> None: ...
+    long_term_context: str
+    short_term_context: str
+    def __init__(self, text: _Optional[_Mapping[str, str]] = ..., image: _Optional[_Union[Image, _Mapping]] = ..., tensors: _Optional[_Mapping[str, Tensor]] = ..., legal_actions: _Optional[_Iterable[str]] = ..., action_mask: _Optional[_Iterable[bool]] = ..., info: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., step: _Optional[int] = ..., long_term_context: _Optional[str] = ..., short_term_context: _Optional[str] = ...) -> None: ...
 
 class NamedAction(_message.Message):
     __slots__ = ("name", "description")
