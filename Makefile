@@ -130,6 +130,30 @@ deploy-tools: $(DEPLOY_STAMP)
 deploy-check: $(DEPLOY_STAMP)
 	$(DEPLOY_VENV)/bin/python deploy/check.py
 
+# Container images (docs/deploy.md); no venv needed, the scripts use the system python3.
+#   make engine-setup   podman, buildah, runc, netavark, debootstrap + /etc/containers settings
+#                       on a Debian/Ubuntu host without a Docker daemon (root; idempotent)
+#   make base-image     the images' base made with debootstrap, for hosts that reach no container
+#                       registry (root; skipped when it exists, FORCE=1 rebuilds)
+#   make dockerfiles    regenerate deploy/docker/*/Dockerfile from moria/families.json
+#   make images         build every image with podman (else docker), or IMAGES="babyai nethack";
+#                       prints each one's build time and size. The base: $$MORIA_BASE_IMAGE, else
+#                       the official python image when a registry answers, else the local base
+IMAGES ?=
+.PHONY: engine-setup base-image dockerfiles images
+
+engine-setup:
+	deploy/engine/setup.sh
+
+base-image:
+	deploy/engine/base-image.sh $(if $(filter 1,$(FORCE)),--force)
+
+dockerfiles:
+	$(PYTHON) deploy/images.py generate
+
+images:
+	$(PYTHON) deploy/images.py build $(IMAGES)
+
 bench: install
 	$(PY) -m benchmarks.run
 

@@ -2,6 +2,8 @@
 
 Steps, each printed with its time; the first failing step makes the exit status 1:
 
+0. the Dockerfiles are current: ``deploy/images.py generate --check`` (they are generated from
+   one template and ``moria/families.json``; ``make dockerfiles`` rewrites them);
 1. hadolint on every ``deploy/docker/*/Dockerfile`` with ``deploy/.hadolint.yaml``;
 2. ``kubectl kustomize`` of ``deploy/k8s/base``, ``deploy/k8s/overlays/local`` and
    ``deploy/k8s/overlays/tls`` into ``build/deploy-check/rendered/{base,local,tls}.yaml``;
@@ -67,6 +69,13 @@ def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 def dockerfiles() -> list[Path]:
     """Every Dockerfile under deploy/docker, sorted."""
     return sorted((DEPLOY / "docker").glob("*/Dockerfile"))
+
+
+def step_generated() -> str:
+    proc = run([sys.executable, str(DEPLOY / "images.py"), "generate", "--check"])
+    if proc.returncode != 0:
+        raise CheckFailed(proc.stdout + proc.stderr)
+    return f"{len(dockerfiles())} Dockerfiles match deploy/images.py and moria/families.json"
 
 
 def step_hadolint() -> str:
@@ -198,6 +207,7 @@ def step_checkov() -> str:
 
 
 STEPS: list[tuple[str, Callable[[], str]]] = [
+    ("generated", step_generated),
     ("hadolint", step_hadolint),
     ("kustomize", step_kustomize),
     ("schema", step_schema),

@@ -26,6 +26,10 @@ TLS_FLAGS = ["--tls-cert", f"{TLS_DIR}/tls.crt", "--tls-key", f"{TLS_DIR}/tls.ke
 #: label that lets a namespace or pod scrape /metrics (docs/deploy.md)
 SCRAPER_LABEL = {"moria.dev/metrics-scraper": "true"}
 OVERLAYS = ("base", "overlays/local", "overlays/tls")
+#: the base every Dockerfile defaults to (ARG BASE_IMAGE; `make images` may pass the local one)
+OFFICIAL_BASE = "python:3.11.13-slim-bookworm"
+#: CPUs of the smallest host the Compose stack must start on (Compose refuses a larger limit)
+COMPOSE_HOST_CPUS = 2
 
 
 def _kubectl() -> str:
@@ -59,6 +63,51 @@ def _image_folder(image: str) -> str:
 
 
 # ------------------------------------------------------------------ Dockerfiles
+
+def test_dockerfiles_are_generated_from_the_family_manifests() -> None:
+    """deploy/docker/*/Dockerfile are deploy/images.py's rendering of moria/families.json: a
+    stale or stray one fails (`make dockerfiles` rewrites them)."""
+    proc = subprocess.run([sys.executable, str(DEPLOY / "images.py"), "generate", "--check"],
+                          text=True, capture_output=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = sorted(p.parent.name for p in dockerfiles.DOCKER_DIR.glob("*/Dockerfile"))
+    assert found == sorted(dockerfiles.ALL_IMAGES)
+
+
+@pytest.mark.parametrize("image", dockerfiles.ALL_IMAGES)
+def test_dockerfile_builds_anywhere_and_stops_gracefully(image: str) -> None:
+    df = dockerfiles.load(image)
+    text = df.path.read_text()
+    # a `# syntax=` line makes BuildKit pull a frontend image from a registry
+    assert "# syntax" not in text.lower()
+    # one base for both stages, replaceable without a registry (make base-image)
+    assert df.args == {"BASE_IMAGE": OFFICIAL_BASE}
+    assert text.count("FROM ${BASE_IMAGE} AS ") == len(df.froms) == 2
+    assert df.stopsignal == "SIGTERM"
+
+
+def _stages(image: str) -> tuple[str, str]:
+    """(build stage, runtime stage) of ``image``'s Dockerfile, as text."""
+    build, runtime = dockerfiles.load(image).path.read_text().split(" AS runtime\n")
+    return build, runtime
+
+
+def test_dockerfiles_carry_the_fixed_needs() -> None:
+    """Build and runtime needs found by building and running the images."""
+    def build_stage(image: str) -> str:
+        return _stages(image)[0]
+
+    def runtime_stage(image: str) -> str:
+        return _stages(image)[1]
+
+    # minihack 1.0.2 is an sdist whose setup.py runs git
+    assert "install -y --no-install-recommends git" in build_stage("nethack")
+    # llama.cpp needs OpenMP at run time: without it every local-model call fails
+    assert "libgomp1" in runtime_stage("agent")
+    assert "build-essential" not in runtime_stage("agent")
+    # the orchestrator's working directory (Compose's state volume copies its owner)
+    assert "install -d -o 10001 -g 10001 -m 0750 /data" in runtime_stage("orchestrator")
+
 
 @pytest.mark.parametrize("image", dockerfiles.ALL_IMAGES)
 def test_dockerfile_is_multistage_nonroot_pinned_and_healthchecked(image: str) -> None:
@@ -141,6 +190,11 @@ def test_compose_services_are_hardened(compose: dict[str, Any]) -> None:
         for value in (svc.get("environment") or {}):
             assert "KEY" not in str(value).upper(), f"{name}: keys only via env_file/secrets"
     assert services["agent"]["deploy"]["replicas"] == 2
+    # podman-compose ignores replicas unless the mode is given
+    assert services["agent"]["deploy"]["mode"] == "replicated"
+    for name, svc in services.items():
+        cpus = float(svc["deploy"]["resources"]["limits"]["cpus"])
+        assert 0 < cpus <= COMPOSE_HOST_CPUS, f"{name}: cpus {cpus}"
     assert services["agent"]["env_file"][0]["path"] == "./agent.env"
     assert (DEPLOY / ".gitignore").read_text().count("agent.env") == 1
 
@@ -158,6 +212,9 @@ def test_compose_runs_the_dockerfiles_own_commands(compose: dict[str, Any]) -> N
         assert svc["healthcheck"]["test"] == ["CMD", *df.healthcheck], name
         grace = float(dockerfiles.flag(df.command, GRACE_FLAG))
         assert float(svc["stop_grace_period"].rstrip("s")) > grace, name
+        assert svc["stop_signal"] == df.stopsignal == "SIGTERM", name
+        assert svc["build"]["args"] == {
+            "BASE_IMAGE": f"${{MORIA_BASE_IMAGE:-{OFFICIAL_BASE}}}"}, name
         assert svc["image"] == f"moria/{'' if folder in ('agent', 'orchestrator') else 'env-'}"\
             f"{folder}:local"
         assert port in (50051, 50052, 50070)

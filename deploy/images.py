@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""Moria's container images: their Dockerfiles, generated from one template and the family
+manifests (``moria/families.json``), and their builds with podman or docker.
+
+    python3 deploy/images.py generate [--check]  write (or only check) deploy/docker/*/Dockerfile
+    python3 deploy/images.py list                name, tag, Dockerfile and families of each image
+    python3 deploy/images.py build [NAME ...]    build them (default all): each one's time and size
+
+``make dockerfiles``, ``make images`` (``IMAGES="babyai orchestrator"`` for some) and
+``make deploy-check`` (which fails on a stale Dockerfile) call it. Standard library only: it runs
+with the system ``python3``, without the project's venv.
+
+One Dockerfile per image rather than one Dockerfile with build arguments: the image's command
+(``moria serve env --families ...``) is an exec-form CMD, which Docker does not expand variables
+in, and Compose, Kubernetes and tests/deploy run that CMD as written. So the families an image
+serves are written into its Dockerfile, from the manifests: a family added to
+``moria/families.json`` with an ``image`` (and ``extra``, ``prepare``) reaches its Dockerfile by
+``make dockerfiles``; only what no manifest says (``ENV_IMAGE_NEEDS`` below: a compiler, git, a
+``--no-deps`` package) is written here. A new image also needs its Compose service and Kubernetes
+Deployment (tests/deploy fails until both exist).
+
+The base: ``ARG BASE_IMAGE`` (default the official ``python:3.11.13-slim-bookworm``). ``build``
+uses ``$MORIA_BASE_IMAGE`` when set, else the official image when the engine has it or can pull
+it (a 30 s try), else the local one that ``deploy/engine/base-image.sh`` makes with debootstrap
+(``localhost/moria/python:3.11-bookworm``; built first when missing, which needs root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER_DIR = ROOT / "deploy" / "docker"
+MANIFESTS = ROOT / "moria" / "families.json"
+LOG_DIR = ROOT / "build" / "images"
+OFFICIAL_BASE = "python:3.11.13-slim-bookworm"
+#: the fully qualified name pulled (podman's short names depend on the host's registries.conf)
+OFFICIAL_BASE_REF = f"docker.io/library/{OFFICIAL_BASE}"
+LOCAL_BASE = "localhost/moria/python:3.11-bookworm"
+BASE_SCRIPT = ROOT / "deploy" / "engine" / "base-image.sh"
+PULL_TIMEOUT_S = 30
+#: every server drains this long on SIGTERM (--grace); engines must wait longer before SIGKILL
+GRACE_S = 25
+ENV_PORT, AGENT_PORT, ORCHESTRATOR_PORT, METRICS_PORT = 50051, 50052, 50070, 9100
+NUMBA_CACHE = {"NUMBA_CACHE_DIR": "/tmp/numba"}
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What an image needs that its families' manifests do not say."""
+
+    build_packages: tuple[str, ...] = ()  # apt packages of the build stage (thrown away)
+    runtime_packages: tuple[str, ...] = ()  # apt packages of the runtime stage
+    no_deps: tuple[str, ...] = ()  # pip requirements installed afterwards with --no-deps
+    env: dict[str, str] = field(default_factory=dict)  # extra runtime ENV
+    pip_env: str = ""  # VAR=value prefix of the pip install (e.g. CMAKE_ARGS)
+    why: tuple[str, ...] = ()  # comment lines above the build stage's packages
+    no_deps_why: tuple[str, ...] = ()  # comment lines above the --no-deps installs
+    runtime_why: tuple[str, ...] = ()  # comment lines above the runtime stage's packages
+
+
+#: the env images' needs beyond their manifests, by image name
+ENV_IMAGE_NEEDS: dict[str, Needs] = {
+    "nethack": Needs(build_packages=("git",),
+                     why=("git: minihack 1.0.2 is an sdist whose setup.py runs git",)),
+    "textworld": Needs(build_packages=("build-essential",),
+                       why=("build-essential: TextWorld's jericho compiles with gcc",)),
+    "crafter": Needs(env=NUMBA_CACHE),
+    "multigrid": Needs(no_deps=("mosaic-multigrid==7.0.0",), env=NUMBA_CACHE,
+                       no_deps_why=("mosaic-multigrid asks for pygame, which would overwrite "
+                                    "pygame-ce: --no-deps",)),
+}
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image: its Dockerfile folder, tag, what it installs and what it runs."""
+
+    name: str
+    tag: str
+    title: str
+    extras: tuple[str, ...]  # pip extras of the project ("" none: `pip install "."`)
+    prepare: tuple[str, ...]  # `moria prepare --env X` steps baked into /opt/moria/data
+    port: int
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...]
+    needs: Needs = Needs()
+    families: tuple[str, ...] = ()
+    data_dir: bool = False  # /data owned by 10001 (the orchestrator's working directory)
+
+    @property
+    def dockerfile(self) -> Path:
+        return DOCKER_DIR / self.name / "Dockerfile"
+
+    @property
+    def requirement(self) -> str:
+        return f".[{','.join(self.extras)}]" if self.extras else "."
+
+
+def _server_flags(port: int) -> tuple[str, ...]:
+    return ("--address", f"0.0.0.0:{port}", "--grace", str(GRACE_S),
+            "--metrics-address", f"0.0.0.0:{METRICS_PORT}")
+
+
+def manifests() -> list[dict[str, object]]:
+    """The family manifests, in file order."""
+    data = json.loads(MANIFESTS.read_text())
+    return list(data["families"])
+
+
+def env_images() -> list[Image]:
+    """One image per distinct ``image`` of the manifests (families without one run only on env
+    servers started by hand), in order of first appearance."""
+    by_image: dict[str, list[dict[str, object]]] = {}
+    for manifest in manifests():
+        if manifest.get("image"):
+            by_image.setdefault(str(manifest["image"]), []).append(manifest)
+    images = []
+    for name, members in by_image.items():
+        families = tuple(str(m["name"]) for m in members)
+        extras = tuple(sorted({str(m["extra"]) for m in members if m.get("extra")}))
+        prepare: list[str] = []
+        for m in members:
+            steps = m.get("prepare") or []
+            assert isinstance(steps, list), f"{m['name']}: prepare must be a list"
+            prepare += [str(p) for p in steps if str(p) not in prepare]
+        served = " and ".join(families)
+        images.append(Image(
+            name=name, tag=f"moria/env-{name}:local",
+            title=f"Moria env server of the {served} famil{'ies' if len(families) > 1 else 'y'}",
+            extras=extras, prepare=tuple(prepare), port=ENV_PORT,
+            entrypoint=("moria", "serve", "env"),
+            cmd=("--families", ",".join(families), *_server_flags(ENV_PORT)),
+            needs=ENV_IMAGE_NEEDS.get(name, Needs()), families=families))
+    return images
+
+
+def all_images() -> list[Image]:
+    """The env images, then the agent (Policy) server and the orchestrator."""
+    agent = Image(
+        name="agent", tag="moria/agent:local",
+        title="Moria agent (Policy) server: hosted-model backends and the embedded local model",
+        extras=("agent",), prepare=("local-model",), port=AGENT_PORT,
+        entrypoint=("moria", "serve", "agent"), cmd=_server_flags(AGENT_PORT),
+        needs=Needs(build_packages=("build-essential",), runtime_packages=("libgomp1",),
+                    pip_env='CMAKE_ARGS="-DGGML_NATIVE=OFF"',
+                    why=("build-essential: llama-cpp-python compiles llama.cpp; its native CPU "
+                         "build uses",
+                         "instructions (AMX) that crash on some hosts, hence GGML_NATIVE=OFF",),
+                    runtime_why=("libgomp1: llama.cpp's OpenMP runtime; without it every "
+                                 "local-model call fails",)))
+    orchestrator = Image(
+        name="orchestrator", tag="moria/orchestrator:local",
+        title="Moria orchestrator: the run service (default) or one run (`moria eval`)",
+        extras=(), prepare=(), port=ORCHESTRATOR_PORT, entrypoint=("moria",),
+        cmd=("serve", "orchestrator", *_server_flags(ORCHESTRATOR_PORT)), data_dir=True)
+    return [*env_images(), agent, orchestrator]
+
+
+# ---------------------------------------------------------------------------------- generate
+
+def _json(values: tuple[str, ...]) -> str:
+    return json.dumps(list(values))
+
+
+def _apt(packages: tuple[str, ...]) -> list[str]:
+    return ["RUN apt-get update \\",
+            f" && apt-get install -y --no-install-recommends {' '.join(packages)} \\",
+            " && rm -rf /var/lib/apt/lists/*"]
+
+
+HEADER = """\
+# GENERATED by deploy/images.py from moria/families.json: edit that script or the manifests,
+# then `make dockerfiles` (make deploy-check and tests/deploy fail on a stale copy).
+# Build from the repository root (`make images` builds every image; docs/deploy.md):
+#   podman build --format docker -f deploy/docker/{name}/Dockerfile -t {tag} .
+#   docker build -f deploy/docker/{name}/Dockerfile -t {tag} .
+# No registry? --build-arg BASE_IMAGE={local_base} (make base-image).
+# Runtime contract (deploy/compose.yaml and deploy/k8s rely on it; tests/deploy checks it):
+#   - runs as UID/GID 10001, never root; every file it needs is owned by root and read-only;
+#   - the root filesystem can be mounted read-only: only /tmp (HOME and TMPDIR) is written;
+#   - game data and weights are baked in under /opt/moria/data (MORIA_CACHE_DIR);
+#   - HEALTHCHECK asks grpc.health.v1 on the served port (SERVING, or NOT_SERVING while draining);
+#   - Prometheus /metrics on port 9100 (--metrics-address in CMD, the one place it is set);
+#   - on SIGTERM it drains for {grace} s (--grace): stop it with a longer timeout (podman/docker
+#     run --stop-timeout {timeout}, Compose stop_grace_period, k8s terminationGracePeriodSeconds).
+"""
+
+
+def render(image: Image) -> str:
+    """The Dockerfile text of ``image``."""
+    needs = image.needs
+    lines = [
+        f"# {image.title}.",
+        *HEADER.format(name=image.name, tag=image.tag, local_base=LOCAL_BASE, grace=GRACE_S,
+                       timeout=GRACE_S + 5).splitlines(),
+        "",
+        f"ARG BASE_IMAGE={OFFICIAL_BASE}",
+        "",
+        "# ---------------------------------------------------------------------- build: a venv "
+        "with the wheels",
+        "FROM ${BASE_IMAGE} AS build",
+        "ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \\",
+        "    PYTHONDONTWRITEBYTECODE=1",
+    ]
+    lines += [f"# {why}" for why in needs.why]
+    if needs.build_packages:
+        lines += _apt(needs.build_packages)
+    lines += [
+        "RUN python -m venv /opt/moria/venv \\",
+        ' && /opt/moria/venv/bin/pip install --no-cache-dir "pip>=24,<26"',
+        "WORKDIR /src",
+        "COPY pyproject.toml README.md ./",
+        *(f"COPY {d}/ {d}/" for d in
+          ("moria", "env_server", "agent_server", "orchestrator", "worker")),
+        f"RUN {needs.pip_env + ' ' if needs.pip_env else ''}/opt/moria/venv/bin/pip install "
+        f'--no-cache-dir "{image.requirement}"',
+    ]
+    lines += [f"# {why}" for why in needs.no_deps_why]
+    for requirement in needs.no_deps:
+        lines.append("RUN /opt/moria/venv/bin/pip install --no-cache-dir --no-deps "
+                     f'"{requirement}"')
+    if image.prepare:
+        lines.append("# bake the data in: the runtime filesystem is read-only")
+    for name in image.prepare:
+        lines.append("RUN MORIA_CACHE_DIR=/opt/moria/data /opt/moria/venv/bin/moria prepare "
+                     f"--env {name} --no-progress")
+    lines += [
+        "",
+        "# ---------------------------------------------------------------------- runtime: the "
+        "venv, no compiler",
+        "FROM ${BASE_IMAGE} AS runtime",
+    ]
+    lines += [f"# {why}" for why in needs.runtime_why]
+    if needs.runtime_packages:
+        lines += _apt(needs.runtime_packages)
+    user = ["RUN groupadd --system --gid 10001 moria \\",
+            " && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \\",
+            "      --shell /usr/sbin/nologin moria"]
+    if image.data_dir:
+        user[-1] += " \\"
+        # a named volume mounted on /data starts as a copy of this folder, owner included
+        user.append(" && install -d -o 10001 -g 10001 -m 0750 /data")
+        lines += ["# /data: the runs' working directory, owned by 10001 (Compose mounts its state",
+                  "# volume there; a fresh named volume copies this folder's owner and mode)"]
+    lines += user
+    env = {"PATH": "/opt/moria/venv/bin:$PATH", "HOME": "/tmp", "TMPDIR": "/tmp",
+           "MORIA_CACHE_DIR": "/opt/moria/data", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONUNBUFFERED": "1", **needs.env}
+    env_lines = [f"{key}={value}" for key, value in env.items()]
+    lines += [
+        "COPY --from=build /opt/moria /opt/moria",
+        "COPY deploy/docker/grpc_health_probe.py /opt/moria/bin/grpc_health_probe.py",
+        "ENV " + " \\\n    ".join(env_lines),
+        "WORKDIR /opt/moria",
+        "USER 10001:10001",
+        f"EXPOSE {image.port} {METRICS_PORT}",
+        "STOPSIGNAL SIGTERM",
+        "HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \\",
+        f'  CMD ["python", "/opt/moria/bin/grpc_health_probe.py", "127.0.0.1:{image.port}"]',
+        f"ENTRYPOINT {_json(image.entrypoint)}",
+        f"CMD {_json(image.cmd)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def generate(check: bool) -> int:
+    """Write every image's Dockerfile (``check``: write nothing, report stale or stray ones).
+    Returns the exit status."""
+    images = all_images()
+    stale = []
+    for image in images:
+        text = render(image)
+        current = image.dockerfile.read_text() if image.dockerfile.exists() else None
+        if current == text:
+            continue
+        stale.append(str(image.dockerfile.relative_to(ROOT)))
+        if not check:
+            image.dockerfile.parent.mkdir(parents=True, exist_ok=True)
+            image.dockerfile.write_text(text)
+    known = {image.dockerfile for image in images}
+    stray = [str(p.relative_to(ROOT)) for p in sorted(DOCKER_DIR.glob("*/Dockerfile"))
+             if p not in known]
+    if check:
+        for path in stale:
+            print(f"stale: {path} (run `make dockerfiles`)")
+        for path in stray:
+            print(f"stray: {path} (no image in deploy/images.py or moria/families.json)")
+        return 1 if stale or stray else 0
+    print(f"{len(images)} Dockerfiles, {len(stale)} rewritten"
+          + (f": {', '.join(stale)}" if stale else ""))
+    for path in stray:
+        print(f"stray: {path} (no image in deploy/images.py or moria/families.json): remove it")
+    return 1 if stray else 0
+
+
+# ---------------------------------------------------------------------------------- build
+
+def engine() -> str:
+    """``$MORIA_ENGINE``, else podman, else docker."""
+    found = os.environ.get("MORIA_ENGINE") or shutil.which("podman") or shutil.which("docker")
+    if not found:
+        raise SystemExit("no container engine: run deploy/engine/setup.sh (podman), or install "
+                         "docker")
+    return found
+
+
+def _quiet(cmd: list[str], timeout: float | None = None) -> bool:
+    try:
+        return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=timeout, check=False).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def has_image(tool: str, ref: str) -> bool:
+    return _quiet([tool, "image", "inspect", ref])
+
+
+def choose_base(tool: str) -> tuple[str, str]:
+    """(base image, why). Builds the local base when it is chosen and missing."""
+    wanted = os.environ.get("MORIA_BASE_IMAGE")
+    if wanted:
+        if wanted == LOCAL_BASE and not has_image(tool, wanted):
+            _build_local_base(tool)
+        return wanted, "MORIA_BASE_IMAGE"
+    for ref in (OFFICIAL_BASE_REF, OFFICIAL_BASE):
+        if has_image(tool, ref):
+            return ref, "the official image, already pulled"
+    if _quiet([tool, "pull", "-q", OFFICIAL_BASE_REF], timeout=PULL_TIMEOUT_S):
+        return OFFICIAL_BASE_REF, "the official image, pulled"
+    if not has_image(tool, LOCAL_BASE):
+        _build_local_base(tool)
+    return LOCAL_BASE, "no registry answered: the local debootstrap base (make base-image)"
+
+
+def _build_local_base(tool: str) -> None:
+    print(f"base: {LOCAL_BASE} missing, building it ({BASE_SCRIPT.relative_to(ROOT)})",
+          flush=True)
+    env = {**os.environ, "MORIA_ENGINE": tool}  # import it where the images are built
+    if subprocess.run([str(BASE_SCRIPT), LOCAL_BASE], env=env, check=False).returncode != 0:
+        raise SystemExit(f"{BASE_SCRIPT.relative_to(ROOT)} failed (it needs root: "
+                         "sudo make base-image)")
+
+
+def build_argv(tool: str, image: Image, base: str) -> list[str]:
+    """The build command of ``image`` (from the repository root)."""
+    argv = [tool, "build"]
+    if Path(tool).name == "podman":
+        # podman's default (OCI) format has no HEALTHCHECK or STOPSIGNAL
+        argv += ["--format", "docker"]
+    return [*argv, "--build-arg", f"BASE_IMAGE={base}", "-f",
+            str(image.dockerfile.relative_to(ROOT)), "-t", image.tag, "."]
+
+
+def _size(tool: str, tag: str) -> int:
+    out = subprocess.run([tool, "image", "inspect", "--format", "{{.Size}}", tag], text=True,
+                         capture_output=True, check=False).stdout.strip()
+    return int(out) if out.isdigit() else 0
+
+
+def build(names: list[str]) -> int:
+    """Build the images called ``names`` (all when empty), one after another; print each one's
+    time and size, then a table. Returns 1 when any failed (the others are still built)."""
+    images = all_images()
+    unknown = sorted(set(names) - {i.name for i in images})
+    if unknown:
+        raise SystemExit(f"unknown image {unknown[0]!r}; images: "
+                         + ", ".join(i.name for i in images))
+    if generate(check=True) != 0:
+        raise SystemExit("the Dockerfiles are stale: run `make dockerfiles` first")
+    chosen = [i for i in images if not names or i.name in names]
+    tool = engine()
+    base, why = choose_base(tool)
+    print(f"engine: {Path(tool).name}; base: {base} ({why})", flush=True)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple[str, str, float, int | None]] = []
+    for image in chosen:
+        log = LOG_DIR / f"{image.name}.log"
+        argv = build_argv(tool, image, base)
+        print(f"build {image.name}: {' '.join(argv)} (log {log.relative_to(ROOT)})", flush=True)
+        start = time.monotonic()
+        with open(log, "w") as out:
+            status = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                    check=False).returncode
+        seconds = time.monotonic() - start
+        if status != 0:
+            tail = log.read_text(errors="replace").splitlines()[-30:]
+            print(f"FAILED {image.name} after {seconds:.0f} s (exit {status}):\n  "
+                  + "\n  ".join(tail), flush=True)
+            rows.append((image.name, image.tag, seconds, None))
+            continue
+        size = _size(tool, image.tag)
+        print(f"built {image.tag} in {seconds:.0f} s, {size / 1e6:.0f} MB", flush=True)
+        rows.append((image.name, image.tag, seconds, size))
+    print(f"\n{'image':<14}{'tag':<30}{'time':>8}{'size':>10}")
+    for name, tag, seconds, built in rows:
+        shown = "FAILED" if built is None else f"{built / 1e6:.0f} MB"
+        print(f"{name:<14}{tag:<30}{seconds:>6.0f} s{shown:>10}")
+    return 1 if any(row[3] is None for row in rows) else 0
+
+
+def list_images() -> int:
+    for image in all_images():
+        print(f"{image.name}\t{image.tag}\t{image.dockerfile.relative_to(ROOT)}\t"
+              f"{','.join(image.families) or '-'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="deploy/images.py", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="write deploy/docker/*/Dockerfile")
+    gen.add_argument("--check", action="store_true", help="write nothing; exit 1 when stale")
+    sub.add_parser("list", help="the images: name, tag, Dockerfile, families")
+    bld = sub.add_parser("build", help="build images with podman (or docker)")
+    bld.add_argument("names", nargs="*", help="image names (default: all)")
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        return generate(args.check)
+    if args.command == "list":
+        return list_images()
+    return build(args.names)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
