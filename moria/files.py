@@ -46,10 +46,34 @@ TEMP_GLOB: Final = f".*{TEMP_SUFFIX}"
 StrPath = str | os.PathLike[str]
 
 
+def _file_mode() -> int:
+    """The mode ``open()`` would give a new file: 0o666 less the process umask (read from
+    /proc where it can be, so the umask is never changed, not even for an instant)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _new_temp(target: Path) -> tuple[int, Path]:
-    """Create the parents of ``target`` and an empty temp file beside it; return (fd, path)."""
+    """Create the parents of ``target`` and an empty temp file beside it; return (fd, path).
+
+    The temp file gets the mode a plain ``open()`` would give the target (``mkstemp`` makes it
+    0600), so results and prepared data are readable by other users as any file written
+    directly would be (a server running as another user reads data built as root)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX)
+    try:
+        os.fchmod(fd, _file_mode())
+    except BaseException:
+        os.close(fd)
+        _discard(Path(name))
+        raise
     return fd, Path(name)
 
 

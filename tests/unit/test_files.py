@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,20 @@ def test_leftover_of_a_killed_writer_is_matched(tmp_path: Path) -> None:
         leftover.write_bytes(b"half")
     assert sorted(remove_stale_temp_files(tmp_path)) == sorted(leftovers)
     assert names(tmp_path) == ["deep", "plot.png"] and names(tmp_path / "deep") == ["summary.json"]
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_written_files_get_the_mode_a_plain_open_would(tmp_path: Path, umask: int,
+                                                       mode: int) -> None:
+    """mkstemp's 0600 is not kept: result files and prepared data are readable by other users
+    (a container server running as another user than the one that built the data) exactly as
+    the umask allows."""
+    previous = os.umask(umask)
+    try:
+        text_file = atomic_write_text(tmp_path / "a.json", "{}")
+        with atomic_open(tmp_path / "b.bin") as handle:
+            handle.write(b"x")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(text_file.stat().st_mode) == mode
+    assert stat.S_IMODE((tmp_path / "b.bin").stat().st_mode) == mode
