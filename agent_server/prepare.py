@@ -32,6 +32,7 @@ from moria.prepare_protocol import (
     OUT,
     Buildable,
     PrepareRequestError,
+    add_build_command,
     build_each,
     item_line,
     read_records,
@@ -110,9 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     lister.add_argument("--model", action="append", metavar="NAME",
                         help="only what this model needs ('' = the default; repeatable)")
     lister.set_defaults(func=_cmd_list)
-    build = sub.add_parser("build", help="build items given as JSON lines {source, name}")
-    build.add_argument("file", nargs="?", default="-", help="the items (default -: stdin)")
-    build.set_defaults(func=_cmd_build)
+    add_build_command(sub, _cmd_build)
     return parser
 
 

@@ -102,6 +102,14 @@ def build_each(wanted: Iterable[tuple[str, str, Buildable]]) -> int:
     return 0
 
 
+def add_build_command(sub: Any, func: Callable[[argparse.Namespace], int]) -> None:
+    """Add the ``build [FILE]`` command (items as JSON lines ``{source, name}``; default ``-``,
+    standard input) to a side's subcommands, run by ``func``."""
+    build = sub.add_parser("build", help="build items given as JSON lines {source, name}")
+    build.add_argument("file", nargs="?", default="-", help="the items (default -: stdin)")
+    build.set_defaults(func=func)
+
+
 def run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     """Parse ``argv`` and run the chosen command (``args.func``); returns its status, or 2
     with the reason on standard error for a bad request or an unreadable input file."""

@@ -38,7 +38,15 @@ from env_server.prepare import (
     select,
     sources,
 )
-from moria.prepare_protocol import OUT, Buildable, build_each, item_line, read_records, run
+from moria.prepare_protocol import (
+    OUT,
+    Buildable,
+    add_build_command,
+    build_each,
+    item_line,
+    read_records,
+    run,
+)
 
 
 def _item(source: DataSource, name: str) -> dict[str, Any]:
@@ -109,9 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.choices["list"].add_argument(
         "--episodes", metavar="FILE",
         help="list what these episodes read: JSON lines {env, task, seed[, options]}; - = stdin")
-    build = sub.add_parser("build", help="build items given as JSON lines {source, name}")
-    build.add_argument("file", nargs="?", default="-", help="the items (default -: stdin)")
-    build.set_defaults(func=_cmd_build)
+    add_build_command(sub, _cmd_build)
     return parser
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from env_server.families.nethack.boxoban import source as source_mod
 from env_server.families.nethack.boxoban.generator import GENERATOR_VERSION, generate_level
 from env_server.families.nethack.boxoban.levels import parse_level, write_level_file
 from env_server.families.nethack.boxoban.source import LevelSource, default_cache_dir
+from tests.support.users import as_user
 
 
 def _room(player_col: int) -> str:
@@ -98,24 +97,6 @@ def test_a_cached_level_is_read_with_no_lock_and_no_write(tmp_path, monkeypatch)
         assert source.is_cached("medium", seed)
         assert source.level_for("medium", seed)[0] == text
     assert not source.is_cached("medium", 5)
-
-
-def as_user(uid: int, check: Callable[[], bool]) -> bool:
-    """Run ``check`` in a forked child that switched to ``uid`` (needs root); its result."""
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            code = 0 if check() else 1
-        except BaseException:  # noqa: BLE001 - the forked child must exit whatever happens
-            traceback.print_exc()
-            code = 2
-        finally:
-            os._exit(code)
-    return os.waitpid(pid, 0)[1] == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")

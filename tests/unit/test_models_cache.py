@@ -9,7 +9,6 @@ import os
 import shutil
 import tempfile
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from agent_server.backends import models as models_mod
 from agent_server.backends.base import BackendError
 from agent_server.backends.models import QWEN_FILE, qwen_is_built, qwen_path
+from tests.support.users import as_user
 
 
 @pytest.fixture
@@ -75,24 +75,6 @@ def test_a_changed_model_file_is_not_taken_as_verified(
     assert qwen_path() == target and target.read_bytes() == fake_parts  # rebuilt
     target.write_bytes(fake_parts[:-1])
     assert not qwen_is_built()
-
-
-def as_user(uid: int, check: Callable[[], bool]) -> bool:
-    """Run ``check`` in a forked child that switched to ``uid`` (needs root); its result."""
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        code = 1
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            code = 0 if check() else 1
-        except BaseException:  # noqa: BLE001 - the forked child must exit whatever happens
-            traceback.print_exc()
-            code = 2
-        finally:
-            os._exit(code)
-    return os.waitpid(pid, 0)[1] == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
