@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -357,12 +357,56 @@ class PlayStream:
         await self._stream.aclose()
 
 
+#: The target prefix of players a client plays itself, in its own process (``inproc:<name>``).
+IN_PROCESS_PREFIX = "inproc:"
+
+
+class InProcessPlayer(Protocol):
+    """A player a client hosts itself, without a policy server (the MOSAIC worker's human
+    seat): it answers what ``PolicyClient`` asks of a server, with the same messages."""
+
+    def play(self) -> PlayStream:
+        """A new stream for one seat's episode (``begin``, then ``observe`` per turn, ``end``)."""
+        ...
+
+    async def get_info(self, check: tuple[AgentConfig, ClientConfig] | None,
+                       ) -> pol_pb.GetInfoResponse:
+        """What ``PolicyService.GetInfo`` answers, ``config_errors`` judging ``check``."""
+        ...
+
+
+_IN_PROCESS: dict[str, InProcessPlayer] = {}
+
+
+def serve_in_process(name: str, player: InProcessPlayer) -> str:
+    """Make ``player`` reachable as the target ``inproc:<name>`` (by ``PolicyClient``, hence by
+    episode plans and preflight checks) and return that target. Raises ValueError when the
+    name is taken."""
+    target = IN_PROCESS_PREFIX + name
+    if target in _IN_PROCESS:
+        raise ValueError(f"an in-process player is already served as {target!r}")
+    _IN_PROCESS[target] = player
+    return target
+
+
+def stop_in_process(target: str) -> None:
+    """Forget the in-process player at ``target`` (no error when there is none)."""
+    _IN_PROCESS.pop(target, None)
+
+
 class PolicyClient:
     """Client of ``moria.policy.v1.PolicyService`` at ``target`` (``security``: None uses
-    ``transport_for(target)``)."""
+    ``transport_for(target)``), or of a player served in this process (``inproc:<name>``,
+    ``serve_in_process``). Raises ValueError for an ``inproc:`` target nobody serves."""
 
     def __init__(self, target: str, security: TransportSecurity | None = None):
         self.target = target
+        self._local: InProcessPlayer | None = None
+        if target.startswith(IN_PROCESS_PREFIX):
+            if target not in _IN_PROCESS:
+                raise ValueError(f"no in-process player is served as {target!r}")
+            self._local = _IN_PROCESS[target]
+            return
         self._stub = pol_grpc.PolicyServiceStub(channel_for(target, security))
 
     async def get_info(self, check_config: dict[str, Any] | None = None,
@@ -373,6 +417,8 @@ class PolicyClient:
         validates that config (``GetInfoRequest.check_agent`` / ``check_client``; only their
         set fields are sent). ``check_config`` sends a ``{"agent", "client"}`` dict in the
         deprecated Struct form instead, as clients before the typed settings did."""
+        if self._local is not None:
+            return await self._local.get_info(check)
         request = pol_pb.GetInfoRequest()
         if check is not None:
             agent, client = check
@@ -384,4 +430,6 @@ class PolicyClient:
 
     def play(self) -> PlayStream:
         """A new Play stream (call ``begin`` next)."""
+        if self._local is not None:
+            return self._local.play()
         return PlayStream(self._stub.Play())

@@ -3,8 +3,8 @@ contract.
 
 Without ``--env-endpoint`` / ``--policy-endpoint`` the worker starts the local stack (env and
 agent servers as child processes, logs under ``<telemetry-dir>/logs/<run_id>/``). With
-``--agent-type human`` the worker's player runs on an in-process policy server whose human
-console is fed by the interactive protocol.
+``--agent-type human`` the worker plays the human seat itself, in its own process
+(``worker.human``), with the moves the interactive protocol supplies.
 
 The run's outcome is decided by ``orchestrator.report.outcome`` over the worker's episode records:
 exit 0 when every episode was scored (ended ``terminated`` or ``truncated``), 1 when any
@@ -35,17 +35,22 @@ import grpc
 from rich.console import Console
 from rich.markup import escape
 
-from moria.clients import PolicyClient, StreamClosedError, close_channels
+from moria.clients import (
+    PolicyClient,
+    StreamClosedError,
+    close_channels,
+    serve_in_process,
+    stop_in_process,
+)
 from moria.config import API_KEY_ENV, CLIENT_ALIASES, NON_MODEL_AGENT_TYPES
 from moria.env.v1 import env_service_pb2 as env_pb
-from moria.server import Drain, MoriaServer
 from orchestrator.core.episode import EpisodeSetupError, InfrastructureFault, PlayerSetupError
 from orchestrator.core.stack import LocalStack, StackError
 from orchestrator.plan.spec import TasksConfig
 from orchestrator.report.outcome import RunVerdict
 from orchestrator.store.records import EpisodeRecord
 from worker.config import WorkerConfigError, WorkerSettings, load_settings
-from worker.human import QueueConsole
+from worker.human import HumanPlayer, QueueConsole
 from worker.protocol import JsonLineWriter, Protocol, serve, stdin_lines
 from worker.selector import ActionSelector
 from worker.session import CommandError, GameSession, Targets, probe_agents, rehearse
@@ -130,36 +135,28 @@ def _claim_stdout() -> IO[str]:
 
 @asynccontextmanager
 async def _human_server(console: QueueConsole) -> AsyncIterator[str]:
-    """An in-process PolicyService on 127.0.0.1:<ephemeral> with ``console``."""
-    from agent_server.service import PolicyServicer
-    from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
-
-    drain = Drain()
-    servicer = PolicyServicer(drain=drain, capacity=64, human_console=console)
-    server = MoriaServer(
-        [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
-        [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
-        address="127.0.0.1:0", drain=drain, grace_s=1.0)
-    await server.start()
+    """The human seat, played in this process (``worker.human.HumanPlayer``); yields its
+    target (``inproc:human``)."""
+    target = serve_in_process("human", HumanPlayer(console))
     try:
-        yield server.bound_address
+        yield target
     finally:
         console.close()
-        await server.shutdown()
-        await servicer.aclose()
+        stop_in_process(target)
 
 
 @asynccontextmanager
 async def _servers(settings: WorkerSettings, console: QueueConsole | None,
                    ) -> AsyncIterator[Targets]:
-    """The env and policy targets: the given endpoints, else a local stack (plus the
-    in-process human server)."""
+    """The env and policy targets: the given endpoints, else a local stack; plus, for a human
+    player, the human seat played in this process (``Targets.human``; the opponents' seats
+    still go to the policy server)."""
     async with contextlib.AsyncExitStack() as stack:
         human = None
         if console is not None:
             human = await stack.enter_async_context(_human_server(console))
         need_env = settings.env_endpoint is None
-        need_agent = settings.policy_endpoint is None and human is None
+        need_agent = settings.policy_endpoint is None
         local: LocalStack | None = None
         if need_env or need_agent:
             log_dir = (Path(tempfile.mkdtemp(prefix="moria-worker-logs-")) if settings.no_jsonl
@@ -170,8 +167,7 @@ async def _servers(settings: WorkerSettings, console: QueueConsole | None,
             log.info("starting the local stack (logs in %s)", log_dir)
             await stack.enter_async_context(local)
         env_target = settings.env_endpoint or (local.env_target if local else "")
-        policy_target = settings.policy_endpoint or (
-            local.policy_target if local is not None and need_agent else human or "")
+        policy_target = settings.policy_endpoint or (local.policy_target if local else "")
         try:
             yield Targets(env=env_target, policy=policy_target, human=human)
         finally:

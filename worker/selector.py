@@ -79,7 +79,8 @@ class _Player:
 class ActionSelector:
     """The players of action-selector mode, one Play stream per player id.
 
-    ``policy_target``: where the worker's player runs (the in-process server for a human).
+    ``policy_target``: where the worker's player runs (``inproc:human`` for a human: the seat is
+    played in the worker's own process, ``worker.human``).
     ``console``: the human console (``--agent-type human``: ``select_action`` needs
     ``action``).
     """

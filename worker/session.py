@@ -47,8 +47,9 @@ class CommandError(ValueError):
 
 @dataclass
 class Targets:
-    """Where the servers are: the env server, the policy server for every seat, and the
-    in-process one that seats the human (None unless ``--agent-type human``)."""
+    """Where the players are: the env server, the policy server for every seat, and the human
+    seat played in the worker's own process (``inproc:human``; None unless ``--agent-type
+    human``)."""
 
     env: str
     policy: str

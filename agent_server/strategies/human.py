@@ -1,9 +1,10 @@
 """human: a person types each move; it reaches the policy server through its ``HumanConsole``.
 
-The console is the server's (``PolicyServicer(human_console=...)``): the worker's interactive
-JSON-lines protocol feeds it the ``action`` of each step command, a terminal front end could
-read it from a keyboard. The move is passed to the env as typed (stripped), and the env judges it
-like any model answer (an invalid move gets the env's default action and feedback).
+The console is the server's (``PolicyServicer(human_console=...)``), for a front end that
+embeds a policy server and reads moves from a keyboard (the MOSAIC worker seats its human in
+its own process instead: ``worker/human.py``). The move is passed to the env as typed
+(stripped), and the env judges it like any model answer (an invalid move gets the env's
+default action and feedback).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ class HumanStrategy(Strategy):
 
     def __init__(self, ctx: EpisodeContext, backend: Backend | None) -> None:
         if ctx.human_console is None:
-            raise ValueError("agent type 'human' needs a policy server with a human console "
-                             "(run the worker with --interactive and --agent-type human)")
+            raise ValueError("agent type 'human' needs a policy server with a human console; "
+                             "the MOSAIC worker seats a human itself (--interactive "
+                             "--agent-type human)")
         super().__init__(ctx, backend)
         self._console: HumanConsole = ctx.human_console
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -411,3 +412,35 @@ def test_strategy_facts_default_to_no_and_gate_images(tmp_path: Path,
     assert table_module.main(["--check"]) == 1
     assert table_module.main([]) == 0
     assert table_module.main(["--check"]) == 0
+
+
+class _TypedMoves:
+    """A ``HumanConsole`` with moves typed ahead; closed once they run out."""
+
+    def __init__(self, *moves: str) -> None:
+        self.moves = list(moves)
+        self.asked: list[str] = []
+
+    async def ask(self, ctx: EpisodeContext, turn: TurnInput) -> str:
+        self.asked.append(ctx.agent_id)
+        if not self.moves:
+            raise ConnectionError("no more moves")
+        return self.moves.pop(0)
+
+
+def test_the_human_strategy_needs_a_console() -> None:
+    with pytest.raises(ValueError, match="human console"):
+        create_strategy(_ctx("human"), None)
+
+
+async def test_the_human_strategy_plays_the_typed_move_and_fails_when_the_console_closes(
+) -> None:
+    """A policy server with a human console (a terminal front end) seats a human: the move is
+    answered as typed (stripped); a closed console is a backend error (an agent error)."""
+    console = _TypedMoves(" go forward \n")
+    strategy = create_strategy(dataclasses.replace(_ctx("human"), human_console=console), None)
+    decision = await strategy.act(_turn())
+    assert (decision.action, decision.raw_completion) == ("go forward", " go forward \n")
+    assert decision.usage.input_tokens == 0 and console.asked == ["agent-0"]
+    with pytest.raises(BackendError, match="closed"):
+        await strategy.act(_turn(1))

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.backends.base import BackendError
-from agent_server.strategies import create_strategy
-from agent_server.turn import EpisodeContext, TurnInput
+from moria.clients import PolicyClient, serve_in_process, stop_in_process
+from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig
+from moria.policy.v1 import policy_service_pb2 as pol_pb
 from worker.cli import main
 from worker.config import WorkerConfigError, load_settings
-from worker.human import QueueConsole
+from worker.human import HumanPlayer, QueueConsole
 from worker.selector import match_move
 from worker.telemetry import WorkerTelemetry, episode_id
 
@@ -144,33 +144,37 @@ def test_telemetry_lines_scrub_secrets_and_can_be_disabled(tmp_path: Path) -> No
     assert not (tmp_path / "off").exists()
 
 
-def _ctx(console: QueueConsole | None) -> EpisodeContext:
-    return EpisodeContext(instruction="play", action_names=["A1", "B2"], default_action="",
-                          agent=AgentConfig(type="human"), client=ClientConfig(), seed=1,
-                          env_name="pettingzoo", task="tictactoe_v3", agent_id="player_1",
-                          human_console=console)
-
-
-def _turn() -> TurnInput:
-    return TurnInput(step=0, long_term_context="board", short_term_context="",
-                     image_png=None, legal_actions=["A1", "B2"], info={})
-
-
-def test_human_strategy_needs_a_console() -> None:
-    with pytest.raises(ValueError, match="human console"):
-        create_strategy(_ctx(None), None)
-
-
-async def test_human_strategy_plays_the_supplied_move_and_fails_when_closed() -> None:
+async def test_the_human_seat_plays_the_supplied_move_and_fails_when_closed() -> None:
+    """The worker plays the human seat in its own process: each observe waits for the next
+    supplied move and answers it as typed (stripped); a closed console is an in-band error."""
     console = QueueConsole()
-    strategy = create_strategy(_ctx(console), None)
-    waiting = asyncio.create_task(strategy.act(_turn()))
-    await asyncio.sleep(0)
-    assert not waiting.done()  # waits for the human
-    console.supply(" B2 \n")
-    decision = await waiting
-    assert decision.action == "B2" and decision.raw_completion == " B2 \n"
-    assert decision.usage.input_tokens == 0 and console.last_agent == "player_1"
-    console.close()
-    with pytest.raises(BackendError, match="closed"):
-        await strategy.act(_turn())
+    target = serve_in_process("human-test", HumanPlayer(console))
+    try:
+        client = PolicyClient(target)
+        info = await client.get_info(check=(AgentConfig(type="human"), ClientConfig()))
+        assert list(info.strategies) == ["human"] and not info.config_errors
+        refused = await client.get_info(check=(AgentConfig(type="naive"), ClientConfig()))
+        assert "'naive'" in refused.config_errors[0]
+        stream = client.play()
+        ready = await stream.begin(pol_pb.Begin(agent_id="player_1"))
+        assert ready.strategy == "human" and ready.idle_timeout_s == 0
+        observe = pol_pb.Observe(step=0, observation=types_pb2.Observation(
+            long_term_context="board", legal_actions=["A1", "B2"]))
+        waiting = asyncio.create_task(stream.observe(observe))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # waits for the human
+        console.supply(" B2 \n")
+        act = await waiting
+        assert act.action.text == "B2" and act.raw_completion == " B2 \n"
+        assert act.reasoning == "typed by a human" and not act.HasField("error")
+        assert console.last_agent == "player_1"
+        assert console.last_observation is not None
+        assert console.last_observation.long_term_context == "board"
+        console.close()
+        closed = await stream.observe(observe)
+        assert closed.HasField("error") and "closed" in closed.error.message
+        assert await stream.end(types_pb2.EpisodeEnd()) is not None
+    finally:
+        stop_in_process(target)
+    with pytest.raises(ValueError, match="no in-process player"):
+        PolicyClient(target)
