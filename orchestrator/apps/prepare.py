@@ -34,19 +34,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress, TaskID
 
 from moria.config import NON_MODEL_AGENT_TYPES
 from moria.families import families
 from orchestrator.plan.spec import RunSpec
+from orchestrator.report.progress import progress_bar
 
 log = logging.getLogger("moria.prepare")
 
@@ -275,9 +268,7 @@ def build_items(items: list[DataItem], *, console: Console | None = None,
             missing.setdefault(item.server, []).append(item)
     if not missing:
         return report
-    progress = Progress(TextColumn("[bold]prepare[/bold] {task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                        console=console, disable=not show_progress)
+    progress = progress_bar(console, show_progress, label="prepare[/bold] {task.description}")
     with progress:
         bar = progress.add_task("", total=sum(len(group) for group in missing.values()))
         for server, group in missing.items():

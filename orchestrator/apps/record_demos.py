@@ -284,14 +284,7 @@ async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[
                       episodes: int, out: Path,
                       max_attempts: int | None, workers: int, console: Console,
                       show_progress: bool) -> list[TaskOutcome]:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
+    from orchestrator.report.progress import progress_bar
     from orchestrator.store.demos import DemoFormatError, demo_file, read_demos
 
     outcomes = []
@@ -307,9 +300,7 @@ async def _record_all(spec: RunSpec, plan: list[tuple[str, str]], targets: dict[
         outcomes.append((outcome, {r.seed for r in existing}))
     needed = sum(max(0, o.wanted - o.existing) for o, _ in outcomes if not o.problem)
     slots = asyncio.Semaphore(workers)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, disable=not show_progress,
-                  transient=False) as progress:
+    with progress_bar(console, show_progress, eta=False) as progress:
         bar = progress.add_task("demos", total=needed)
         tasks = [asyncio.create_task(_record_task(
             spec, outcome, seeds, targets[outcome.env], policy_target, versions[outcome.env],

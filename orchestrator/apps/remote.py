@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import grpc
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 from moria.codecs import dict_from_struct
@@ -38,6 +38,7 @@ from moria.security import (
     open_channel,
     transport_security,
 )
+from orchestrator.report.progress import progress_bar
 from orchestrator.store.run_events import to_struct
 
 log = logging.getLogger("moria.remote")
@@ -241,9 +242,7 @@ async def _eval_remote(spec: dict[str, Any], args: argparse.Namespace, console: 
                       f"({STATE_NAMES.get(run.state, '?')}; results on the server in "
                       f"{run.output_dir})", highlight=False)
         print(run_id, flush=True)
-        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                            disable=bool(getattr(args, "no_progress", False)))
+        progress = progress_bar(console, not getattr(args, "no_progress", False), eta=False)
         with progress:
             tracker = _Tracker(progress, int(run.episodes_total), int(run.episodes_done))
             await client.follow(run_id, tracker)

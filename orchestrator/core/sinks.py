@@ -16,17 +16,10 @@ import asyncio
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import TaskID
 
 from orchestrator.core.events import RunEvent
+from orchestrator.report.progress import progress_bar
 from orchestrator.store.episodes import write_episode
 from orchestrator.store.records import EpisodeRecord
 from orchestrator.store.telemetry import TelemetryWriter
@@ -66,10 +59,7 @@ class ProgressSink:
     set by ``run_started`` (planned minus skipped). Use as a context manager."""
 
     def __init__(self, console: Console, enabled: bool) -> None:
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TimeRemainingColumn(), console=console,
-                                 disable=not enabled, transient=False)
+        self.progress = progress_bar(console, enabled)
         self._bar: TaskID | None = None
 
     def __enter__(self) -> ProgressSink:
