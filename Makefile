@@ -130,6 +130,24 @@ deploy-tools: $(DEPLOY_STAMP)
 deploy-check: $(DEPLOY_STAMP)
 	$(DEPLOY_VENV)/bin/python deploy/check.py
 
+# The Compose stack with the built images (make images first): up, an oracle and a local-model
+# eval, a run on the orchestrator service with an env and an agent container crashed mid-run,
+# read-only check, SIGTERM teardown (deploy/stack_test.py; docs/deploy.md). podman-compose gets
+# its own venv (MORIA_ENGINE=docker uses `docker compose` instead).
+COMPOSE_VENV := .cache/compose-venv
+COMPOSE_STAMP := $(COMPOSE_VENV)/.moria-compose-tools
+.PHONY: compose-tools stack-test
+
+$(COMPOSE_STAMP):
+	$(PYTHON) -m venv $(COMPOSE_VENV)
+	$(COMPOSE_VENV)/bin/python -m pip install --quiet "podman-compose==1.6.0"
+	@touch $(COMPOSE_STAMP)
+
+compose-tools: $(COMPOSE_STAMP)
+
+stack-test: install $(if $(filter docker,$(MORIA_ENGINE)),,$(COMPOSE_STAMP))
+	$(PY) deploy/stack_test.py
+
 # Container images (docs/deploy.md); no venv needed, the scripts use the system python3.
 #   make engine-setup   podman, buildah, runc, netavark, debootstrap + /etc/containers settings
 #                       on a Debian/Ubuntu host without a Docker daemon (root; idempotent)
@@ -140,6 +158,7 @@ deploy-check: $(DEPLOY_STAMP)
 #                       prints each one's build time and size. The base: $$MORIA_BASE_IMAGE, else
 #                       the official python image when a registry answers, else the local base
 IMAGES ?=
+IMAGE_JOBS ?= 2
 .PHONY: engine-setup base-image dockerfiles images
 
 engine-setup:
@@ -152,7 +171,13 @@ dockerfiles:
 	$(PYTHON) deploy/images.py generate
 
 images:
-	$(PYTHON) deploy/images.py build $(IMAGES)
+	$(PYTHON) deploy/images.py build --jobs $(IMAGE_JOBS) $(IMAGES)
+
+# The rendered k8s local overlay under `podman kube play` (no cluster needed; after `make images`):
+# every server SERVING, an oracle and a local-model run through the orchestrator pod, teardown
+.PHONY: kube-test
+kube-test: install
+	$(PY) deploy/kube_test.py
 
 bench: install
 	$(PY) -m benchmarks.run

@@ -25,6 +25,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,7 +118,15 @@ def step_compose() -> str:
     import yaml
 
     path = DEPLOY / "compose.yaml"
-    data = yaml.safe_load(path.read_text())  # resolves anchors and << merge keys
+    # Compose interpolates variables before it validates: the file as read with none of its
+    # variables set (every ${VAR:-default} its default; a bare ${VAR} would be an error)
+    text = path.read_text()
+    bare = re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", text)
+    if bare:
+        raise CheckFailed(f"{path.relative_to(ROOT)}: give ${{{bare[0]}}} a default "
+                          f"(${{{bare[0]}:-...}})")
+    text = re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}]*)\}", r"\1", text)
+    data = yaml.safe_load(text)  # resolves anchors and << merge keys
     try:
         compose = compose_spec.PyCompose.from_json(json.dumps(data))
     except ValueError as exc:

@@ -34,12 +34,16 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER_DIR = ROOT / "deploy" / "docker"
 MANIFESTS = ROOT / "moria" / "families.json"
+PYPROJECT = ROOT / "pyproject.toml"
 LOG_DIR = ROOT / "build" / "images"
 OFFICIAL_BASE = "python:3.11.13-slim-bookworm"
 #: the fully qualified name pulled (podman's short names depend on the host's registries.conf)
@@ -65,6 +69,9 @@ class Needs:
     why: tuple[str, ...] = ()  # comment lines above the build stage's packages
     no_deps_why: tuple[str, ...] = ()  # comment lines above the --no-deps installs
     runtime_why: tuple[str, ...] = ()  # comment lines above the runtime stage's packages
+    #: project extras whose packages are uninstalled once the data is prepared (their files were
+    #: only the source of the baked data: the image keeps one copy)
+    drop_after_prepare: tuple[str, ...] = ()
 
 
 #: the env images' needs beyond their manifests, by image name
@@ -100,9 +107,58 @@ class Image:
     def dockerfile(self) -> Path:
         return DOCKER_DIR / self.name / "Dockerfile"
 
-    @property
-    def requirement(self) -> str:
-        return f".[{','.join(self.extras)}]" if self.extras else "."
+
+
+# ---------------------------------------------------------------------------------- requirements
+
+def _pyproject() -> dict[str, Any]:
+    with PYPROJECT.open("rb") as f:
+        project = tomllib.load(f)["project"]
+    assert isinstance(project, dict)
+    return project
+
+
+def _name_of(requirement: str) -> str:
+    """The distribution name of a PEP 508 requirement (``"llama-cpp-python[server]==1"`` ->
+    ``"llama-cpp-python"``)."""
+    for i, char in enumerate(requirement):
+        if not (char.isalnum() or char in "-_."):
+            return requirement[:i]
+    return requirement
+
+
+def core_requirements() -> list[str]:
+    """``[project].dependencies`` of pyproject.toml, as written."""
+    return [str(r) for r in _pyproject()["dependencies"]]
+
+
+def extra_requirements(extras: tuple[str, ...]) -> list[str]:
+    """The requirements of the project's ``extras``, self-references (``moria[a,b]``) expanded,
+    in first-seen order, without duplicates. Raises ``SystemExit`` for an unknown extra."""
+    project = _pyproject()
+    table = project["optional-dependencies"]
+    assert isinstance(table, dict)
+    name = str(project["name"])
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def walk(extra: str) -> None:
+        if extra in seen:
+            return
+        seen.add(extra)
+        if extra not in table:
+            raise SystemExit(f"pyproject.toml has no extra {extra!r}")
+        for requirement in table[extra]:
+            if _name_of(requirement) == name:
+                inner = requirement[requirement.index("[") + 1:requirement.index("]")]
+                for sub in inner.split(","):
+                    walk(sub.strip())
+            elif requirement not in out:
+                out.append(requirement)
+
+    for extra in extras:
+        walk(extra)
+    return out
 
 
 def _server_flags(port: int) -> tuple[str, ...]:
@@ -151,7 +207,7 @@ def all_images() -> list[Image]:
         extras=("agent",), prepare=("local-model",), port=AGENT_PORT,
         entrypoint=("moria", "serve", "agent"), cmd=_server_flags(AGENT_PORT),
         needs=Needs(build_packages=("build-essential",), runtime_packages=("libgomp1",),
-                    pip_env='CMAKE_ARGS="-DGGML_NATIVE=OFF"',
+                    pip_env='CMAKE_ARGS="-DGGML_NATIVE=OFF"', drop_after_prepare=("qwen",),
                     why=("build-essential: llama-cpp-python compiles llama.cpp; its native CPU "
                          "build uses",
                          "instructions (AMX) that crash on some hosts, hence GGML_NATIVE=OFF",),
@@ -175,6 +231,12 @@ def _apt(packages: tuple[str, ...]) -> list[str]:
     return ["RUN apt-get update \\",
             f" && apt-get install -y --no-install-recommends {' '.join(packages)} \\",
             " && rm -rf /var/lib/apt/lists/*"]
+
+
+def _pip_run(pip: str, requirements: list[str], prefix: str = "") -> str:
+    """One ``RUN pip install`` of ``requirements``, one per line."""
+    head = f"RUN {prefix + ' ' if prefix else ''}{pip}"
+    return " \\\n      ".join([head, *(f'"{r}"' for r in requirements)])
 
 
 HEADER = """\
@@ -211,37 +273,50 @@ def render(image: Image) -> str:
         "ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \\",
         "    PYTHONDONTWRITEBYTECODE=1",
     ]
-    lines += [f"# {why}" for why in needs.why]
-    if needs.build_packages:
-        lines += _apt(needs.build_packages)
+    pip = "/opt/moria/venv/bin/pip install --no-cache-dir"
+    # Layers from the most shared to the most changing, so an engine's layer cache reuses them:
+    # the venv and the project's own dependencies (the same in every image, built once), the
+    # image's packages and extras (changed only with pyproject.toml), then the source.
     lines += [
         "RUN python -m venv /opt/moria/venv \\",
         ' && /opt/moria/venv/bin/pip install --no-cache-dir "pip>=24,<26"',
+        "# the project's dependencies (pyproject.toml [project].dependencies)",
+        _pip_run(pip, core_requirements()),
+    ]
+    lines += [f"# {why}" for why in needs.why]
+    if needs.build_packages:
+        lines += _apt(needs.build_packages)
+    extra = extra_requirements(image.extras)
+    if extra:
+        lines.append(f"# the extras {', '.join(image.extras)} (pyproject.toml)")
+        lines.append(_pip_run(pip, extra, prefix=needs.pip_env))
+    lines += [f"# {why}" for why in needs.no_deps_why]
+    for requirement in needs.no_deps:
+        lines.append(f'RUN {pip} --no-deps "{requirement}"')
+    lines += [
         "WORKDIR /src",
         "COPY pyproject.toml README.md ./",
         *(f"COPY {d}/ {d}/" for d in
           ("moria", "env_server", "agent_server", "orchestrator", "worker")),
-        f"RUN {needs.pip_env + ' ' if needs.pip_env else ''}/opt/moria/venv/bin/pip install "
-        f'--no-cache-dir "{image.requirement}"',
+        "# the project itself: its dependencies are all above",
+        f"RUN {pip} --no-deps .",
     ]
-    lines += [f"# {why}" for why in needs.no_deps_why]
-    for requirement in needs.no_deps:
-        lines.append("RUN /opt/moria/venv/bin/pip install --no-cache-dir --no-deps "
-                     f'"{requirement}"')
     if image.prepare:
         lines.append("# bake the data in: the runtime filesystem is read-only")
     for name in image.prepare:
         lines.append("RUN MORIA_CACHE_DIR=/opt/moria/data /opt/moria/venv/bin/moria prepare "
                      f"--env {name} --no-progress")
+    dropped = [_name_of(r) for r in extra_requirements(needs.drop_after_prepare)]
+    if dropped:
+        lines.append(f"# the {', '.join(needs.drop_after_prepare)} packages were only the source "
+                     "of the baked data: one copy stays")
+        lines.append(f"RUN /opt/moria/venv/bin/pip uninstall --yes {' '.join(dropped)}")
     lines += [
         "",
         "# ---------------------------------------------------------------------- runtime: the "
         "venv, no compiler",
         "FROM ${BASE_IMAGE} AS runtime",
     ]
-    lines += [f"# {why}" for why in needs.runtime_why]
-    if needs.runtime_packages:
-        lines += _apt(needs.runtime_packages)
     user = ["RUN groupadd --system --gid 10001 moria \\",
             " && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \\",
             "      --shell /usr/sbin/nologin moria"]
@@ -252,6 +327,9 @@ def render(image: Image) -> str:
         lines += ["# /data: the runs' working directory, owned by 10001 (Compose mounts its state",
                   "# volume there; a fresh named volume copies this folder's owner and mode)"]
     lines += user
+    lines += [f"# {why}" for why in needs.runtime_why]
+    if needs.runtime_packages:
+        lines += _apt(needs.runtime_packages)
     env = {"PATH": "/opt/moria/venv/bin:$PATH", "HOME": "/tmp", "TMPDIR": "/tmp",
            "MORIA_CACHE_DIR": "/opt/moria/data", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONUNBUFFERED": "1", **needs.env}
@@ -367,45 +445,58 @@ def _size(tool: str, tag: str) -> int:
     return int(out) if out.isdigit() else 0
 
 
-def build(names: list[str]) -> int:
-    """Build the images called ``names`` (all when empty), one after another; print each one's
-    time and size, then a table. Returns 1 when any failed (the others are still built)."""
+def _build_one(tool: str, image: Image, base: str) -> tuple[float, int | None]:
+    """Build ``image``, its output in build/images/<name>.log. Returns (seconds, size in bytes
+    or None when the build failed, after printing the log's tail)."""
+    log = LOG_DIR / f"{image.name}.log"
+    argv = build_argv(tool, image, base)
+    print(f"build {image.name}: {' '.join(argv)} (log {log.relative_to(ROOT)})", flush=True)
+    start = time.monotonic()
+    with open(log, "w") as out:
+        status = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                check=False).returncode
+    seconds = time.monotonic() - start
+    if status != 0:
+        tail = log.read_text(errors="replace").splitlines()[-30:]
+        print(f"FAILED {image.name} after {seconds:.0f} s (exit {status}):\n  "
+              + "\n  ".join(tail), flush=True)
+        return seconds, None
+    size = _size(tool, image.tag)
+    print(f"built {image.tag} in {seconds:.0f} s, {size / 1e6:.0f} MB", flush=True)
+    return seconds, size
+
+
+def build(names: list[str], jobs: int = 1) -> int:
+    """Build the images called ``names`` (all when empty), ``jobs`` at a time, those that
+    compile (a build stage with packages: the long ones) first; print each one's time and
+    size, then a table. Returns 1 when any failed (the others are still built)."""
     images = all_images()
     unknown = sorted(set(names) - {i.name for i in images})
     if unknown:
         raise SystemExit(f"unknown image {unknown[0]!r}; images: "
                          + ", ".join(i.name for i in images))
+    if jobs < 1:
+        raise SystemExit(f"--jobs must be 1 or more, not {jobs}")
     if generate(check=True) != 0:
         raise SystemExit("the Dockerfiles are stale: run `make dockerfiles` first")
     chosen = [i for i in images if not names or i.name in names]
+    chosen.sort(key=lambda i: not i.needs.build_packages)  # stable: manifest order otherwise
     tool = engine()
     base, why = choose_base(tool)
-    print(f"engine: {Path(tool).name}; base: {base} ({why})", flush=True)
+    print(f"engine: {Path(tool).name}; base: {base} ({why}); {jobs} build(s) at a time",
+          flush=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
-    rows: list[tuple[str, str, float, int | None]] = []
-    for image in chosen:
-        log = LOG_DIR / f"{image.name}.log"
-        argv = build_argv(tool, image, base)
-        print(f"build {image.name}: {' '.join(argv)} (log {log.relative_to(ROOT)})", flush=True)
-        start = time.monotonic()
-        with open(log, "w") as out:
-            status = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                    check=False).returncode
-        seconds = time.monotonic() - start
-        if status != 0:
-            tail = log.read_text(errors="replace").splitlines()[-30:]
-            print(f"FAILED {image.name} after {seconds:.0f} s (exit {status}):\n  "
-                  + "\n  ".join(tail), flush=True)
-            rows.append((image.name, image.tag, seconds, None))
-            continue
-        size = _size(tool, image.tag)
-        print(f"built {image.tag} in {seconds:.0f} s, {size / 1e6:.0f} MB", flush=True)
-        rows.append((image.name, image.tag, seconds, size))
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(lambda image: _build_one(tool, image, base), chosen))
+    wall = time.monotonic() - started
     print(f"\n{'image':<14}{'tag':<30}{'time':>8}{'size':>10}")
-    for name, tag, seconds, built in rows:
-        shown = "FAILED" if built is None else f"{built / 1e6:.0f} MB"
-        print(f"{name:<14}{tag:<30}{seconds:>6.0f} s{shown:>10}")
-    return 1 if any(row[3] is None for row in rows) else 0
+    for image, (seconds, size) in zip(chosen, results, strict=True):
+        shown = "FAILED" if size is None else f"{size / 1e6:.0f} MB"
+        print(f"{image.name:<14}{image.tag:<30}{seconds:>6.0f} s{shown:>10}")
+    print(f"{len(chosen)} image(s) in {wall:.0f} s wall time, {jobs} at a time "
+          f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    return 1 if any(size is None for _, size in results) else 0
 
 
 def list_images() -> int:
@@ -423,12 +514,15 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="the images: name, tag, Dockerfile, families")
     bld = sub.add_parser("build", help="build images with podman (or docker)")
     bld.add_argument("names", nargs="*", help="image names (default: all)")
+    bld.add_argument("--jobs", type=int, default=1,
+                     help="builds at a time (default 1; 2 overlaps one build's downloads "
+                          "with another's compiling)")
     args = parser.parse_args(argv)
     if args.command == "generate":
         return generate(args.check)
     if args.command == "list":
         return list_images()
-    return build(args.names)
+    return build(args.names, args.jobs)
 
 
 if __name__ == "__main__":

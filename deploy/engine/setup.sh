@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Container engine setup for Debian/Ubuntu hosts without a Docker daemon: podman + buildah (root),
-# runc, netavark networking, debootstrap for the registry-less base image (base-image.sh).
+# runc, netavark networking, catatonit (the init of Compose's `init: true`), debootstrap for the
+# registry-less base image (base-image.sh).
 # Idempotent: installs only what is missing, rewrites /etc/containers/containers.conf only when it
 # differs from the settings below, and says what it did. Run as root: sudo deploy/engine/setup.sh
 #
@@ -15,7 +16,7 @@
 set -euo pipefail
 
 PACKAGES=(podman buildah runc iptables uidmap slirp4netns fuse-overlayfs netavark aardvark-dns
-          debootstrap)
+          catatonit debootstrap)
 CONF=/etc/containers/containers.conf
 
 if [ "$(id -u)" -ne 0 ]; then
