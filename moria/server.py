@@ -389,11 +389,25 @@ async def run_until_signalled(server: MoriaServer,
                 await result
 
 
+def _stop_before_serving(signum: int, frame: object) -> NoReturn:
+    raise SystemExit(0)
+
+
+def stop_on_sigterm_until_serving() -> None:
+    """Make SIGTERM end the process at once (exit 0) until ``wait_for_termination`` installs
+    the draining handler: there is nothing to drain before the server serves. Without this a
+    server that is PID 1 of its container (Kubernetes, or an engine without ``init``) ignores
+    SIGTERM while it starts (the kernel drops signals PID 1 has no handler for), and is killed
+    only when the stop grace period ends."""
+    signal.signal(signal.SIGTERM, _stop_before_serving)
+
+
 def server_main(build_parser: Callable[[], Any],
                 serve: Callable[[Any], Coroutine[Any, Any, None]],
                 argv: list[str] | None = None) -> int:
     """Shared entry point of ``python -m env_server|agent_server [serve] [flags]``: parse the
     flags, log to stderr, serve until signalled. Returns the exit code."""
+    stop_on_sigterm_until_serving()
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] == "serve":
         args_list = args_list[1:]

@@ -11,7 +11,10 @@
 #   events_logger = "file"     journald likewise;
 #   default_ulimits            podman's defaults are the (tiny) limits of the calling shell;
 #   stop_timeout = 30          a bare `podman stop` waits 30 s before SIGKILL, not 10: Moria's
-#                              servers drain for 25 s on SIGTERM (an image cannot carry this).
+#                              servers drain for 25 s on SIGTERM (an image cannot carry this);
+#   network_backend = netavark chosen, never guessed: podman 4 falls back to CNI when it finds
+#                              CNI configs (another package's) and older state; Compose's DNS
+#                              names (aardvark-dns) need netavark.
 # Without systemd podman runs no health-check timers: `podman healthcheck run CTR` runs one.
 set -euo pipefail
 
@@ -64,6 +67,9 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 stop_timeout = 30
+
+[network]
+network_backend = "netavark"
 CONF
 )
 mkdir -p "$(dirname "$CONF")"
@@ -78,4 +84,4 @@ else
   echo "config: wrote $CONF"
 fi
 
-echo "engine: $(podman --version), runtime $(podman info --format '{{.Host.OCIRuntime.Name}}' 2>/dev/null || echo '?'), cgroups $(podman info --format '{{.Host.CgroupsVersion}}' 2>/dev/null || echo '?')"
+echo "engine: $(podman --version), runtime $(podman info --format '{{.Host.OCIRuntime.Name}}' 2>/dev/null || echo '?'), cgroups $(podman info --format '{{.Host.CgroupsVersion}}' 2>/dev/null || echo '?'), network $(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null || echo '?')"
