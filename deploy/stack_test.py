@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -482,11 +483,19 @@ STAGES = [("up", stage_up), ("oracle eval", stage_oracle),
           ("read-only", stage_read_only), ("stop", stage_stop)]
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="deploy/stack_test.py",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--keep", action="store_true", help="leave the stack up on failure")
     args = parser.parse_args(argv)
+    # SIGTERM (a CI timeout) and SIGINT (even where a shell started us ignoring it) stop the
+    # stages and still tear the stack down
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _interrupted)
     try:
         engine = find_engine()
         missing = [image for image in compose_images()
