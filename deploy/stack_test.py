@@ -56,6 +56,8 @@ import yaml
 
 from moria.codecs import dict_from_struct
 from orchestrator.apps.remote import OrchestratorClient
+from orchestrator.store.episodes import scan_episodes
+from orchestrator.store.records import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "deploy" / "compose.yaml"
@@ -226,13 +228,13 @@ def wait_healthy(engine: Engine, expected: int, timeout: float = HEALTH_TIMEOUT_
 
 # ---------------------------------------------------------------------------------- checks
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
-
-
-def episode_documents(out_dir: Path) -> list[dict[str, Any]]:
-    """Every episode JSON of a run's output folder (``<env>/<task>/<task>_run_NN.json``)."""
-    return [read_json(p) for p in sorted(out_dir.glob("*/*/*_run_*.json"))]
+def episodes_of(out_dir: Path, label: str) -> list[EpisodeRecord]:
+    """The episode records of a run's output folder, read by the project's own reader; an
+    unreadable episode file is a failure here, not a warning."""
+    episodes, warnings = scan_episodes(out_dir)
+    if warnings:
+        raise StackTestError(f"{label}: {'; '.join(warnings)}")
+    return episodes
 
 
 def check_results(out_dir: Path, label: str, min_progress: float | None = None) -> str:
@@ -241,20 +243,19 @@ def check_results(out_dir: Path, label: str, min_progress: float | None = None) 
     summary_path = out_dir / "summary.json"
     if not summary_path.exists():
         raise StackTestError(f"{label}: no summary.json in {out_dir}")
-    summary = read_json(summary_path)
-    docs = episode_documents(out_dir)
-    if not docs:
+    summary = json.loads(summary_path.read_text())
+    episodes = episodes_of(out_dir, label)
+    if not episodes:
         raise StackTestError(f"{label}: no episode files in {out_dir}")
-    unscored = [(d["task"], d["episode_index"], d["end_reason"]) for d in docs
-                if d["end_reason"] not in ("terminated", "truncated")]
+    unscored = [(e.key, e.end_reason) for e in episodes if not e.scored]
     if unscored:
         raise StackTestError(f"{label}: episodes not scored: {unscored}")
     if min_progress is not None:
-        low = [(d["task"], d["episode_index"], d.get("progression")) for d in docs
-               if 100.0 * float(d.get("progression") or 0.0) < min_progress]
+        low = [(e.key, e.progression) for e in episodes
+               if 100.0 * e.progression < min_progress]
         if low:
             raise StackTestError(f"{label}: progression below {min_progress} %: {low}")
-    return (f"{label}: {len(docs)} episodes scored, average progress "
+    return (f"{label}: {len(episodes)} episodes scored, average progress "
             f"{summary.get('average_progress')} ± {summary.get('standard_error')}")
 
 
@@ -388,18 +389,17 @@ def stage_faulted_run(ctx: Context) -> None:
     with tempfile.TemporaryDirectory(prefix="moria-stack-run-") as tmp:
         orchestrator = _container_of(engine, "orchestrator")
         engine.run([engine.tool, "cp", f"{orchestrator}:{run.output_dir}", tmp], timeout=120)
-        docs = episode_documents(Path(tmp) / Path(run.output_dir).name)
-    keys = Counter((d["env"], d["task"], int(d["episode_index"])) for d in docs)
+        episodes = episodes_of(Path(tmp) / Path(run.output_dir).name, f"faulted run {run_id}")
+    keys = Counter(e.key for e in episodes)
     if set(keys) != set(finished) or any(n != 1 for n in keys.values()):
         raise StackTestError(f"faulted run {run_id}: result files {dict(keys)} do not match "
                              f"the finished episodes {dict(finished)}")
-    unscored = [k for k, d in zip(keys, docs, strict=True)
-                if d["end_reason"] not in ("terminated", "truncated")]
+    unscored = [(e.key, e.end_reason) for e in episodes if not e.scored]
     if unscored:
         raise StackTestError(f"faulted run {run_id}: unscored episodes {unscored}")
     kills = ", ".join(f"{c} after {n} episode(s)" for c, n in seen["kills"])
     ctx.lines.append(
-        f"faulted run {run_id}: crashed {kills}; {total} planned, {len(docs)} result files, "
+        f"faulted run {run_id}: crashed {kills}; {total} planned, {len(episodes)} result files, "
         f"{seen['types']['episode_finished']} episode_finished events, "
         f"{seen['types']['episode_retried']} retries; each episode recorded once")
 

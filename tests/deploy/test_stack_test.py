@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,33 @@ def test_the_stack_size_counts_replicas_and_leaves_out_profiles(stack_test) -> N
     services = {"env-a": {}, "agent": {"deploy": {"mode": "replicated", "replicas": 2}},
                 "orchestrator": {"deploy": {"resources": {}}}, "eval": {"profiles": ["run"]}}
     assert stack_test.expected_containers(services) == 4
+
+
+def _write_run(out: Path, end_reasons: list[str], progression: float) -> None:
+    from orchestrator.store.episodes import write_episode
+    from orchestrator.store.records import EpisodeRecord
+
+    for index, reason in enumerate(end_reasons):
+        write_episode(out, EpisodeRecord(run_id="r", env="babyai", task="BabyAI-GoTo-v0",
+                                         episode_index=index, seed=7, end_reason=reason,
+                                         progression=progression))
+    (out / "summary.json").write_text('{"average_progress": 50.0, "standard_error": 0.0}')
+
+
+def test_results_check_passes_a_scored_run(stack_test, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _write_run(tmp_path, ["terminated", "truncated"], 1.0)
+    line = stack_test.check_results(tmp_path, "oracle", min_progress=100.0)
+    assert line.startswith("oracle: 2 episodes scored")
+
+
+@pytest.mark.parametrize(("reasons", "progression", "min_progress", "says"), [
+    (["terminated", "env_error"], 1.0, None, "not scored"),
+    (["terminated", "terminated"], 0.5, 100.0, "progression below"),
+    ([], 1.0, None, "no episode files"),
+])
+def test_results_check_fails_what_a_user_must_see(  # type: ignore[no-untyped-def]
+        stack_test, tmp_path: Path, reasons: list[str], progression: float,
+        min_progress: float | None, says: str) -> None:
+    _write_run(tmp_path, reasons, progression)
+    with pytest.raises(stack_test.StackTestError, match=says):
+        stack_test.check_results(tmp_path, "eval", min_progress=min_progress)
