@@ -59,6 +59,9 @@ from moria.prompting import protocol_message
 from moria.quoting import quote, quote_names
 from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
 
+#: Observes up to this size (serialized bytes, no image used) are converted on the event loop.
+INLINE_OBSERVE_BYTES = 64 * 1024
+
 log = logging.getLogger("moria.agent")
 
 BACKEND_NAMES: tuple[str, ...] = ClientName.__args__  # type: ignore[attr-defined]
@@ -271,7 +274,8 @@ class _PlayStream:
         having freed its slot, when nothing comes for ``idle_timeout_s``."""
         limit = self.server.idle_timeout_s
         try:
-            return await asyncio.wait_for(self.context.read(), timeout=limit)
+            async with asyncio.timeout(limit):  # no task per read, unlike wait_for
+                return await self.context.read()
         except TimeoutError:
             log.info("Play stream sent nothing for %gs: ended", limit)
             await self.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -375,9 +379,13 @@ class _PlayStream:
         assert self.strategy is not None
         try:
             # CPU that grows with the Observe (a frame re-encoded as PNG, a large info
-            # Struct): in a worker thread, so other streams are answered meanwhile.
-            turn = await asyncio.to_thread(turn_input, observe,
-                                           keep_image=self.strategy.uses_images)
+            # Struct): in a worker thread, so other streams are answered meanwhile. A small
+            # text-only Observe converts in microseconds, less than the thread hop costs.
+            if self.strategy.uses_images or observe.ByteSize() > INLINE_OBSERVE_BYTES:
+                turn = await asyncio.to_thread(turn_input, observe,
+                                               keep_image=self.strategy.uses_images)
+            else:
+                turn = turn_input(observe, keep_image=False)
         except ValueError as exc:  # CodecError, or a Struct number with no JSON form
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed observe: {exc}")
         started = time.perf_counter()

@@ -36,6 +36,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from moria import aio
+
 OUT = Path(__file__).resolve().parent / "out"
 TASK = "babyai:BabyAI-MixedTrainLocal-v0/goto"
 ACTIONS = ("turn left", "turn right", "go forward", "pick up", "drop", "toggle")
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=20, help="steps per session")
     parser.add_argument("--out", type=Path, default=OUT / "env_load.json")
     args = parser.parse_args(argv)
-    figures = asyncio.run(run(args.sessions, args.steps))
+    figures = aio.run(run(args.sessions, args.steps))
     print_table(figures)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")

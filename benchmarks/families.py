@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from moria import aio
+
 AGENT = "agent_0"
 
 
@@ -107,8 +109,8 @@ def compare(family_name: str, task: str, steps: int, seeds: Sequence[int] = (0, 
             sessions: int = 4) -> dict[str, float]:
     """In-process vs server (1 and ``sessions`` sessions) steps/s, and their ratios."""
     local = inprocess_steps_per_s(family_name, task, steps, seeds)
-    one = asyncio.run(server_steps_per_s(family_name, task, steps, 1, seeds))
-    many = asyncio.run(server_steps_per_s(family_name, task, steps, sessions, seeds))
+    one = aio.run(server_steps_per_s(family_name, task, steps, 1, seeds))
+    many = aio.run(server_steps_per_s(family_name, task, steps, sessions, seeds))
     return {"task": task, "in_process": round(local, 1), "env_server_1_session": round(one, 1),
             f"env_server_{sessions}_sessions": round(many, 1),
             "remote_1_over_in_process": round(one / local, 3),

@@ -13,12 +13,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from moria import aio
 
 MINIHACK = "MiniHack-MazeWalk-9x9-v0"
 NLE = "NetHackChallenge-v0"
@@ -165,8 +166,8 @@ def run(steps: int) -> dict[str, Any]:
     for task in (MINIHACK, NLE):
         raw = raw_env_steps_per_s(task, steps * 4)
         game = game_steps_per_s(task, steps)
-        one = asyncio.run(server_steps_per_s(task, steps, 1))
-        eight = asyncio.run(server_steps_per_s(task, steps, 8))
+        one = aio.run(server_steps_per_s(task, steps, 1))
+        eight = aio.run(server_steps_per_s(task, steps, 8))
         figures[task] = {
             "text_rendering_cost": text_render_us(task, 1000),
             "raw_env_no_text": round(raw, 1), "game_in_process_text": round(game, 1),
@@ -174,5 +175,5 @@ def run(steps: int) -> dict[str, Any]:
             "text_game_over_raw": round(game / raw, 3),
             "server_1_over_in_process": round(one / game, 3),
             "server_8_over_in_process": round(eight / game, 3)}
-    figures["memory_and_capacity"] = asyncio.run(memory_and_capacity())
+    figures["memory_and_capacity"] = aio.run(memory_and_capacity())
     return figures

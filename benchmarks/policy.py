@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.backends.base import Backend, ChatMessage, Completion, GenerateParams, TokenUsage
+from moria import aio
 
 #: The concurrency levels the issue asks for.
 STREAMS = (1, 16, 256)
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         serve(args.serve)
         return
-    figures = asyncio.run(run(args.acts))
+    figures = aio.run(run(args.acts))
     print(f"{'streams':>8} {'acts':>7} {'acts/s':>9} {'mean ms':>9} {'p95 ms':>8}")
     for row in figures["rows"]:
         print(f"{row['streams']:>8} {row['acts']:>7} {row['acts_per_s']:>9.0f} "

@@ -16,6 +16,14 @@
    model at 1, 16 and 256 concurrent Play streams, and its overhead per act in ms.
 6. Env load (``benchmarks/env_load.py``): one BabyAI env server process holding 500 concurrent
    sessions, each stepping random actions: steps/s, p50/p99 step latency, peak server RSS.
+7. Workload A (``benchmarks/workload_a.py``): the real ``moria eval`` on BALROG's side-by-side
+   workload (50 BabyAI episodes against a 100 ms model) with only ``eval.num_workers`` set:
+   wall time, wall over ideal, CPU per step of each process, peak memory.
+8. Local model (``benchmarks/local_model.py``): the embedded model under BALROG's history
+   window: prompt tokens served from the KV cache vs evaluated, per step, and time per step.
+
+The run ends with the goals table (``benchmarks/goals.py``: P1, P2, P3, P6), each figure next
+to its target, and the load average before and after.
 
 Servers run as separate processes on unix sockets, as the local stack runs them.
 
@@ -36,7 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from moria import aio
+
 OUT = Path(__file__).resolve().parent / "out"
+#: The suites ``make bench`` runs, in order.
+SUITES = ("babyai", "nethack", "families", "policy", "env_load", "workload_a", "local_model")
 TASK = "BabyAI-MixedTrainLocal-v0/goto"
 
 
@@ -157,14 +169,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="steps per throughput figure")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--suites", default="babyai,nethack,families,policy,env_load",
-                        help="comma-separated: babyai, nethack, families, policy, env_load")
+    parser.add_argument("--suites", default=",".join(SUITES),
+                        help="comma-separated: " + ", ".join(SUITES))
+    parser.add_argument("--balrog-best-wall-s", type=float, default=None,
+                        help="BALROG's best wall time on workload A measured in the same sitting "
+                        "(seconds; see README): adds the P3 ratio to the goals table")
     parser.add_argument("--tw-games", type=int, default=2,
                         help="TextWorld games generated per family for the generation cost")
     args = parser.parse_args()
     suites = set(args.suites.split(","))
+    unknown = suites - set(SUITES)
+    if unknown:
+        parser.error(f"unknown suite(s) {', '.join(sorted(unknown))}; allowed: "
+                     + ", ".join(SUITES))
     results: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     if "babyai" in suites:
         results.update(babyai_figures(args))
     if "nethack" in suites:
@@ -176,22 +196,34 @@ def main() -> None:
     if "policy" in suites:
         from benchmarks.policy import run as policy_figures
 
-        results["policy_acts_per_s_zero_latency_model"] = asyncio.run(policy_figures())
+        results["policy_acts_per_s_zero_latency_model"] = aio.run(policy_figures())
     if "env_load" in suites:
         from benchmarks.env_load import run as env_load_figures
 
-        results["env_load_500_sessions"] = asyncio.run(env_load_figures(500, 20))
+        results["env_load_500_sessions"] = aio.run(env_load_figures(500, 20))
+    if "workload_a" in suites:
+        from benchmarks.workload_a import run as workload_a
+
+        results["workload_a"] = workload_a([50], args.latency)
+    if "local_model" in suites:
+        from benchmarks.local_model import run as local_model
+
+        results["local_model"] = local_model()
+    results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     OUT.mkdir(exist_ok=True)
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
+    from benchmarks.goals import evaluate, print_table
+
+    print_table(evaluate(results, args.balrog_best_wall_s))
 
 
 def babyai_figures(args: argparse.Namespace) -> dict[str, Any]:
     """The BabyAI throughput and concurrent-episode figures."""
     inproc = inprocess_steps_per_s(args.steps)
-    remote_1 = asyncio.run(remote_steps_per_s(args.steps, 1))
-    remote_16 = asyncio.run(remote_steps_per_s(args.steps, 16))
-    episodes = asyncio.run(concurrent_episodes(args.episodes, args.latency))
+    remote_1 = aio.run(remote_steps_per_s(args.steps, 1))
+    remote_16 = aio.run(remote_steps_per_s(args.steps, 16))
+    episodes = aio.run(concurrent_episodes(args.episodes, args.latency))
     return {
         "babyai_oracle_steps_per_s": {
             "in_process": round(inproc, 1), "env_server_1_session": round(remote_1, 1),

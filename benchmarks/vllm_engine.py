@@ -22,6 +22,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from moria import aio
+
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 OBJECTS = ["red ball", "blue key", "green box", "yellow door", "purple ball", "grey key"]
 
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
               "machine with a CUDA GPU and `pip install vllm`.", file=sys.stderr)
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    rows = asyncio.run(run(args.model, args.concurrency, args.requests, args.max_tokens))
+    rows = aio.run(run(args.model, args.concurrency, args.requests, args.max_tokens))
     print(f"\n{'concurrent':>10} {'calls':>6} {'calls/s':>8} {'out tok/s':>10} "
           f"{'mean batch':>10} {'latency ms':>10}")
     for r in rows:

@@ -36,13 +36,26 @@ TASKS = ",".join(f"BabyAI-MixedTrainLocal-v0/{kind}"
                  for kind in ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to"))
 
 
+#: Process role by a word of its command line (the local stack's servers are child processes).
+ROLES = (("agent_server", "policy_server"), ("env_server", "env_server"))
+
+
+def role_of(cmdline: list[str]) -> str:
+    """``policy_server``, ``env_server`` or ``orchestrator`` (anything else in the tree)."""
+    joined = " ".join(cmdline)
+    return next((role for word, role in ROLES if word in joined), "orchestrator")
+
+
 class TreeSampler:
-    """Samples the peak PSS (bytes) of a process and its descendants until stopped."""
+    """Samples the peak PSS (bytes) of a process and its descendants until stopped, and the
+    last CPU seconds (user + system) seen of each, summed per role (``role_of``): a server's
+    final figure may miss up to one interval before it exits."""
 
     def __init__(self, pid: int, interval_s: float = 0.2) -> None:
         self.root = psutil.Process(pid)
         self.interval_s = interval_s
         self.peak_pss = 0
+        self._cpu: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -61,12 +74,22 @@ class TreeSampler:
                 for proc in [self.root, *self.root.children(recursive=True)]:
                     try:
                         total += proc.memory_full_info().pss
+                        times = proc.cpu_times()
+                        role = self._cpu.get(proc.pid, (role_of(proc.cmdline()), 0.0))[0]
+                        self._cpu[proc.pid] = (role, times.user + times.system)
                     except (psutil.NoSuchProcess, psutil.AccessDenied):
                         continue
             except psutil.NoSuchProcess:
                 return
             self.peak_pss = max(self.peak_pss, total)
             self._stop.wait(self.interval_s)
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds per role, as last sampled."""
+        totals: dict[str, float] = {}
+        for role, seconds in self._cpu.values():
+            totals[role] = round(totals.get(role, 0.0) + seconds, 2)
+        return totals
 
 
 def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
@@ -95,8 +118,35 @@ def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
     return {"num_workers": workers, "episodes": len(episodes), "steps": steps,
             "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "cpu_ms_per_step": round(1000 * cpu / max(steps, 1), 2),
+            "cpu_s_by_process": sampler.cpu_by_role(),
             "peak_pss_mb": round(sampler.peak_pss / 2**20), "longest_episode_steps": longest,
             "episodes_scored": summary["outcome"]["episodes_scored"]}
+
+
+def run(workers: list[int], latency: float = 0.1) -> list[dict[str, Any]]:
+    """Workload A once per value of ``workers`` (``eval.num_workers``) against one fake server
+    answering after ``latency`` seconds; one figures row each (printed as a JSON line as it
+    comes), with the ideal wall time, wall over ideal and the load average before the run.
+    Raises RuntimeError when ``moria eval`` fails."""
+    fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
+                             "--latency", str(latency), "--reply", "toggle"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    rows = []
+    try:
+        base_url = _announced_url(fake)
+        for count in workers:
+            with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
+                load = os.getloadavg()
+                row = run_once(base_url, count, Path(out))
+                row["ideal_s"] = round(row["longest_episode_steps"] * latency, 2)
+                row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
+                row["load_average_before"] = [round(x, 2) for x in load]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        fake.terminate()
+        fake.wait(timeout=10)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,24 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[16, 50])
     parser.add_argument("--latency", type=float, default=0.1)
     args = parser.parse_args(argv)
-    fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
-                             "--latency", str(args.latency), "--reply", "toggle"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    rows = []
-    try:
-        base_url = _announced_url(fake)
-        for workers in args.workers:
-            with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
-                load = os.getloadavg()
-                row = run_once(base_url, workers, Path(out))
-                row["ideal_s"] = round(row["longest_episode_steps"] * args.latency, 2)
-                row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
-                row["load_average_before"] = [round(x, 2) for x in load]
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    finally:
-        fake.terminate()
-        fake.wait(timeout=10)
+    run(args.workers, args.latency)
     return 0
 
 

@@ -196,6 +196,12 @@ class Family(ABC):
     #: "thread": games run in the server process (on its game thread pool); "process": each
     #: game runs in its own worker process (families with global C state or heavy steps).
     isolation: str = "thread"
+    #: True for in-process families whose ``step`` is a fraction of a millisecond of pure
+    #: Python (BabyAI, BabaIsAI): the session runs it on the server's event loop instead of
+    #: the game thread pool, whose hop (a thread wake-up and a loop wake-up per step) costs
+    #: more than the step and buys no parallelism under the GIL. ``open``, ``reset`` and
+    #: ``render`` still run on the pool. Ignored for ``isolation = "process"``.
+    inline_steps: bool = False
     #: Modules the worker forkserver imports once, so new workers start warm.
     preload: tuple[str, ...] = ()
 

@@ -12,9 +12,11 @@ raises ``WorkerCrashedError``, which the session layer reports as INTERNAL for t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import multiprocessing as mp
+import os
 import threading
 import traceback
 from collections.abc import Iterable, Mapping
@@ -92,6 +94,21 @@ def _worker_main(conn: Connection, family_target: str, task: str, options: GameO
         conn.send(("ok", result))
 
 
+async def _readable(conn: Connection) -> None:
+    """Return once ``conn`` has data to read (or is closed) without blocking the loop. The
+    loop's reader makes the descriptor non-blocking (libuv does); it is set back to blocking
+    after, for the blocking reads of the other calls."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    fd = conn.fileno()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+        os.set_blocking(fd, True)
+
+
 class ProcessGame(Game):
     """A ``Game`` living in a worker process (see the module docstring).
 
@@ -156,6 +173,28 @@ class ProcessGame(Game):
         if kind == "error":
             raise RuntimeError(payload)
         return payload
+
+    async def step_async(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
+        """``step`` without blocking the event loop or a thread: the request is written to
+        the pipe, the loop waits for the answer to become readable, then reads it. It saves
+        the game thread pool's two wake-ups per step. Raises as ``step``; RuntimeError when
+        another call is in flight on this game (a session makes one call at a time)."""
+        if self._closed:
+            raise RuntimeError("the game is closed")
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("another call to this game is in flight")
+        try:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                self._conn.send(("step", (dict(actions),)))
+            if not self._conn.poll():
+                await _readable(self._conn)
+            kind, payload = self._receive()
+        finally:
+            self._lock.release()
+        if kind == "error":
+            raise RuntimeError(payload)
+        result: StepResult = payload
+        return result
 
     # ---- the Game interface, forwarded -----------------------------------------------------
 

@@ -20,6 +20,7 @@ Session rules (see protos/moria/env/v1/env_service.proto):
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import uuid
@@ -200,6 +201,7 @@ class _Session:
         self.session_id = session_id
         self.game: Game | None = None
         self.family_name = ""
+        self.inline_steps = False
         self.options: GameOptions | None = None
         self.obs = env_pb.ObservationOptions()
         self.next_agents: list[str] = []
@@ -220,8 +222,8 @@ class _Session:
     async def serve(self) -> None:
         while True:
             try:
-                request = await asyncio.wait_for(self.context.read(),
-                                                 timeout=self.server.idle_timeout_s)
+                async with asyncio.timeout(self.server.idle_timeout_s):  # no task per read
+                    request = await self.context.read()
             except TimeoutError:
                 limit = self.server.idle_timeout_s
                 log.info("%s: idle for %gs, reaped", self.session_id, limit)
@@ -281,6 +283,9 @@ class _Session:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         self.family_name = family.name
         self.obs = req.observation
+        # a frame to encode per step is work for the pool, whatever the family
+        self.inline_steps = (family.inline_steps and not self.obs.include_image
+                             and family.name not in self.server.process_families)
         # Struct decoding is linear in the request (a hostile one is large): off the loop.
         self.options = await self.server._run(_game_options, req)
         try:
@@ -328,8 +333,16 @@ class _Session:
                 next_agents=self.next_agents, step=self.steps,
                 error=types_pb2.Status(code=grpc.StatusCode.INVALID_ARGUMENT.value[0],
                                        message=bounded_message(problem))))
-        result, observations = await self.server._run(_step_game, self.game, actions,
-                                                      self.steps + 1, self.obs)
+        if self.inline_steps:
+            result, observations = _step_game(self.game, actions, self.steps + 1, self.obs)
+        elif isinstance(self.game, ProcessGame):  # the worker steps; no pool thread waits
+            result = await self.game.step_async(actions)
+            convert = functools.partial(_observations, result, self.steps + 1, self.obs)
+            observations = (await self.server._run(convert) if self.obs.include_image
+                            else convert())
+        else:
+            result, observations = await self.server._run(_step_game, self.game, actions,
+                                                          self.steps + 1, self.obs)
         self.steps += 1
         self.server.metrics.step(self.family_name)
         self.next_agents = list(result.next_agents)
@@ -418,8 +431,15 @@ def _step_game(game: Game, actions: dict[str, SubmittedAction], step: int,
     """``game.step(actions)`` and each transition's observation as sent, for step number
     ``step`` (frames encoded here, so callers run it on the game pool)."""
     result = game.step(actions)
-    return result, {agent_id: to_obs(tr.view, step=step, obs=obs)
-                    for agent_id, tr in result.transitions.items()}
+    return result, _observations(result, step, obs)
+
+
+def _observations(result: StepResult, step: int, obs: env_pb.ObservationOptions,
+                  ) -> dict[str, types_pb2.Observation]:
+    """Each transition's observation as sent for step number ``step`` (frames encoded when
+    ``obs`` asks: CPU-heavy, so callers with images run it on the game pool)."""
+    return {agent_id: to_obs(tr.view, step=step, obs=obs)
+            for agent_id, tr in result.transitions.items()}
 
 
 def _render_game(game: Game, encoding: Any) -> types_pb2.Image:

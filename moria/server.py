@@ -29,6 +29,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from moria import aio
 from moria.security import (
     DEFAULT_MAX_MESSAGE_MB,
     SecurityConfigError,
@@ -302,10 +303,18 @@ class MoriaServer:
             task.cancel()
 
 
+#: HTTP client libraries that log one INFO line per request (one per model call): kept at
+#: WARNING unless the server logs at DEBUG.
+PER_REQUEST_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Logs go to stderr (results and telemetry go to files)."""
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        for name in PER_REQUEST_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def add_server_arguments(parser: Any, *, default_address: str) -> None:
@@ -413,5 +422,5 @@ def server_main(build_parser: Callable[[], Any],
         args_list = args_list[1:]
     args = build_parser().parse_args(args_list)
     configure_logging(args.log_level)
-    asyncio.run(serve(args))
+    aio.run(serve(args))
     return 0

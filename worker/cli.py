@@ -35,6 +35,7 @@ import grpc
 from rich.console import Console
 from rich.markup import escape
 
+from moria import aio
 from moria.clients import (
     PolicyClient,
     StreamClosedError,
@@ -92,7 +93,7 @@ def main(argv: list[str], *, prog: str, vlm: bool) -> int:
     if settings.interactive:
         out = _claim_stdout()
     try:
-        return asyncio.run(_run_cancellable(settings, out))
+        return aio.run(_run_cancellable(settings, out))
     except (KeyboardInterrupt, asyncio.CancelledError):
         return 130
 

@@ -206,6 +206,8 @@ def classify_sdk_error(
     ``redact``. ``endpoint`` (the base URL) is named in timeout and connection errors.
     """
     where = f" ({endpoint})" if endpoint else ""
+    if _connection_failed(exc):  # before timeouts: see _connection_failed
+        return TransientError(f"connection error{where}: {redact(str(exc))}")
     if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
         return TransientError(f"timed out after {timeout_s:g}s{where}")
     if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
@@ -215,6 +217,20 @@ def classify_sdk_error(
     if isinstance(exc, sdk.APIError):
         return TransientError(f"API error: {redact(str(exc))}")
     return BackendError(f"{provider}: {type(exc).__name__}: {redact(str(exc))}", provider=provider)
+
+
+def _connection_failed(exc: BaseException) -> bool:
+    """True when the causes of ``exc`` include an OS-level connection failure (refused, reset:
+    ``ConnectionError``). The SDK's aiohttp transport reports a refused connection as a connect
+    *timeout* (openai's vendored httpx_aiohttp maps every ``ClientConnectionError`` to
+    ``ConnectTimeout``); the cause it chains tells the two apart."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 8:
+        if isinstance(cause, ConnectionError):
+            return True
+        cause, seen = cause.__cause__, seen + 1
+    return False
 
 
 #: The most seconds a preflight probe of a model endpoint waits (less when client.timeout is).

@@ -36,6 +36,8 @@ from typing import Any, TypeVar
 
 from rich.console import Console
 
+from moria import aio
+
 T = TypeVar("T")
 
 FULL_PROTOCOL_HINT = (
@@ -129,7 +131,7 @@ def _play(work: Coroutine[Any, Any, T], console: Console, unit: str) -> tuple[T 
     from orchestrator.core.stack import StackError
 
     try:
-        return asyncio.run(_terminable(work)), 0
+        return aio.run(_terminable(work)), 0
     except PreflightError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return None, 2

@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from moria import aio
 from moria.balrog_source import (
     BalrogSource,
     BalrogSourceError,
@@ -493,7 +494,7 @@ def main(args: Any) -> int:
     envs = args.env or list(DEFAULT_TASKS)
     strategies = args.strategy or list(DEFAULT_STRATEGIES)
     try:
-        result = asyncio.run(run_check(args.balrog, envs, strategies, episodes=args.episodes,
+        result = aio.run(run_check(args.balrog, envs, strategies, episodes=args.episodes,
                                        max_steps=args.max_steps, seed=args.seed,
                                        completions=args.completion or ()))
     except (BalrogSourceError, ValueError) as exc:

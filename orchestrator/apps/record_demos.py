@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from moria import aio
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
@@ -155,7 +157,7 @@ def run_command(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
     try:
-        outcomes = asyncio.run(record_demos(
+        outcomes = aio.run(record_demos(
             spec, plan, episodes=args.episodes, out=out, max_attempts=args.max_attempts,
             workers=args.workers, console=console, show_progress=not args.no_progress))
     except RecordError as exc:

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import Progress
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
+from moria import aio
 from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
@@ -277,7 +278,7 @@ def eval_remote(spec: Any, args: argparse.Namespace, console: Console) -> int:
     code (see the module docstring)."""
     data = spec.model_dump(mode="json")
     try:
-        return asyncio.run(_eval_remote(data, args, console))
+        return aio.run(_eval_remote(data, args, console))
     except KeyboardInterrupt:  # a second Ctrl-C during the clean-up
         return 130
 

@@ -67,6 +67,7 @@ from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from rich.console import Console
 
+from moria import aio
 from moria.common.v1 import types_pb2
 from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
@@ -163,7 +164,7 @@ class _ThreadRun:
                     self._loop = self._task = None
 
         try:
-            return "ok", asyncio.run(main())
+            return "ok", aio.run(main())
         except (asyncio.CancelledError, KeyboardInterrupt):
             return "cancelled", None
         except Exception as exc:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from moria import aio
 from moria.clients import EnvClient, close_channels
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import DEFAULT_NUM_EPISODES
@@ -35,7 +35,7 @@ def list_tasks(env: str = "", endpoint: str = "") -> int:
         Console(stderr=True).print(f"unknown env {env!r}; allowed: "
                                    + ", ".join(sorted(DEFAULT_NUM_EPISODES)))
         return 2
-    rows = asyncio.run(_fetch(env, endpoint))
+    rows = aio.run(_fetch(env, endpoint))
     table = Table(title="Moria tasks (BALROG evaluation set first)")
     for column in ("env", "task", "max steps", "default action", "description"):
         table.add_column(column)

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import grpc
+from google.protobuf.struct_pb2 import Struct
 
 from moria.clients import (
     EnvClient,
@@ -179,13 +180,19 @@ class EpisodeDriver:
         self.seats: list[Seat] = []
         self.next_agents: list[str] = []
         self.num_steps = 0
-        self.metrics: dict[str, Any] = {}
+        #: the newest metrics as sent (decoded only when read: ``metrics``)
+        self._metrics = Struct()
         self.progression = 0.0
         self.returns: dict[str, float] = {}
         self.end_reason: EndReason | None = None
         self.error = ""
         self.last_step: env_pb.StepResponse | None = None
         self._kept_alive: list[KeptAlive] = []
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The episode's newest metrics (the env's last Struct, decoded on each read)."""
+        return dict_from_struct(self._metrics)
 
     @property
     def done(self) -> bool:
@@ -215,7 +222,7 @@ class EpisodeDriver:
             raise InfrastructureFault(
                 f"opening the game missed the step deadline of {deadline:g} s") from None
         self.next_agents = list(opened.next_agents)
-        self.metrics = dict_from_struct(opened.metrics)
+        self._metrics = opened.metrics
         self.progression = opened.progression
         self.returns = dict.fromkeys(opened.agents, 0.0)
         return opened
@@ -265,12 +272,13 @@ class EpisodeDriver:
                                                + result.reward)
         self.last_step = response
         self.num_steps = int(response.step)
-        self.metrics = dict_from_struct(response.metrics)
+        self._metrics = response.metrics
         self.progression = response.progression
         self.next_agents = list(response.next_agents)
         if response.HasField("episode_end"):
             self.end_reason = _END_REASONS.get(response.episode_end.reason, "truncated")
-            self.metrics = dict_from_struct(response.episode_end.metrics) or self.metrics
+            if response.episode_end.metrics.fields:
+                self._metrics = response.episode_end.metrics
             self.progression = response.episode_end.progression
             self.error = response.episode_end.detail
         elif not self.next_agents:

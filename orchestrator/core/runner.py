@@ -35,6 +35,7 @@ import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
 from moria.files import atomic_write_text, remove_stale_temp_files
 from moria.quoting import quote_names
+from moria.strategies import strategy_facts
 from orchestrator.core.episode import (
     EpisodePlan,
     EpisodeSetupError,
@@ -210,6 +211,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     versions = await _preflight(spec, targets[0], targets[1])
     await _check_env_options(spec, run_id, todo(), env_targets, policy_target)
     _write_run_metadata(out, run_id, spec, versions)
+    _note_model_call_cap(spec, len(targets[1]), console)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
     with TelemetryWriter(out, run_id) as telemetry, ProgressSink(console, show_progress) as bar:
         events = EventStream([EpisodeFilesSink(out), TelemetrySink(telemetry), bar, *sinks])
@@ -456,6 +458,22 @@ def _run_id(spec: RunSpec, out: Path) -> str:
         except (ValueError, KeyError):
             pass
     return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _note_model_call_cap(spec: RunSpec, policy_replicas: int, console: Console) -> None:
+    """Say so when more episodes run at once than the agent servers take model calls
+    (``client.max_concurrency`` per server): the rest wait their turn, which a run must never
+    do silently."""
+    facts = strategy_facts().get(spec.agent.type)
+    if facts is None or not facts.calls_model:
+        return
+    limit = spec.client.max_concurrency * max(1, policy_replicas)
+    if spec.eval.num_workers > limit:
+        console.print(
+            f"note: eval.num_workers={spec.eval.num_workers} but at most {limit} model calls "
+            f"run at once (client.max_concurrency={spec.client.max_concurrency} per agent "
+            f"server x {policy_replicas}); raise client.max_concurrency to lift it",
+            highlight=False)
 
 
 def _write_run_metadata(out: Path, run_id: str, spec: RunSpec, versions: dict[str, str]) -> None:

@@ -22,6 +22,7 @@ it for episode files and summaries too.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -60,13 +61,24 @@ def _harmless(value: object) -> bool:
     return value is None or isinstance(value, int | float)  # bool is an int
 
 
-def _drop(key: str, value: object) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _secret_kind(key: str) -> int:
+    """0: an ordinary key name; 1: a secret-bearing name whose numbers are kept (``token``);
+    2: one whose every non-numeric value is dropped. Cached: a run writes the same few dozen
+    key names on every step."""
     name = key.lower()
     if not any(part in name for part in SECRET_KEY_PARTS):
+        return 0
+    return 2 if any(part in name for part in _ALWAYS_SECRET_PARTS) else 1
+
+
+def _drop(key: str, value: object) -> bool:
+    kind = _secret_kind(key)
+    if not kind:
         return False
     if isinstance(value, str | bytes | bytearray):
         return True
-    return any(part in name for part in _ALWAYS_SECRET_PARTS) and not _harmless(value)
+    return kind == 2 and not _harmless(value)
 
 
 def scrub(obj: Any) -> Any:
@@ -80,12 +92,26 @@ def scrub(obj: Any) -> Any:
     tuples and sets become lists; other values are returned unchanged. Never raises for
     JSON-like input.
     """
+    return _clean(obj, finite=False)
+
+
+def _clean(obj: Any, *, finite: bool) -> Any:
+    """``scrub``'s walk; with ``finite``, non-finite floats also become None (one pass for
+    ``dumps``). Leaves of the common types return first: a step line is mostly strings."""
+    kind = type(obj)
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
+    if kind is float:
+        return None if finite and not math.isfinite(obj) else obj
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json")
     if isinstance(obj, Mapping):
-        return {str(k): scrub(v) for k, v in obj.items() if not _drop(str(k), v)}
+        return {str(k): _clean(v, finite=finite) for k, v in obj.items()
+                if not _drop(str(k), v)}
     if isinstance(obj, list | tuple | set | frozenset):
-        return [scrub(v) for v in obj]
+        return [_clean(v, finite=finite) for v in obj]
+    if finite and isinstance(obj, float) and not math.isfinite(obj):
+        return None
     return obj
 
 
@@ -106,17 +132,8 @@ def json_default(value: Any) -> Any:
 
 def dumps(obj: Any, *, indent: int | None = None) -> str:
     """Scrub ``obj`` and serialise it as JSON (UTF-8 text; non-finite floats become null)."""
-    return json.dumps(_finite(scrub(obj)), default=json_default, ensure_ascii=False, indent=indent)
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
-    return obj
+    return json.dumps(_clean(obj, finite=True), default=json_default, ensure_ascii=False,
+                      indent=indent)
 
 
 def utc_now_iso() -> str:

@@ -67,3 +67,23 @@ async def test_a_cancelled_waiter_gives_back_nothing_it_did_not_take() -> None:
 def test_limit_must_be_positive() -> None:
     with pytest.raises(ValueError, match=">= 1"):
         ConcurrencyLimited(_Gate(), 0)
+
+
+def test_a_run_with_more_workers_than_model_slots_says_so() -> None:
+    """eval.num_workers above what the agent servers take at once (client.max_concurrency per
+    server) is printed as a note, never a silent throttle; scripted players call no model."""
+    from rich.console import Console
+
+    from orchestrator.core.runner import _note_model_call_cap
+    from orchestrator.plan.spec import load_spec
+
+    def note(*overrides: str, replicas: int = 1) -> str:
+        console = Console(record=True, width=200)
+        _note_model_call_cap(load_spec(None, list(overrides)), replicas, console)
+        return console.export_text()
+
+    capped = note("eval.num_workers=100", "client.max_concurrency=64")
+    assert "eval.num_workers=100 but at most 64 model calls run at once" in capped
+    assert note("eval.num_workers=100", "client.max_concurrency=64", replicas=2) == ""
+    assert note("eval.num_workers=64", "client.max_concurrency=64") == ""
+    assert note("eval.num_workers=100", "client.max_concurrency=64", "agent.type=random") == ""

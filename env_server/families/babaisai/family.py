@@ -25,6 +25,7 @@ class BabaIsAIFamily(Family):
 
     name = "babaisai"
     packages = ("numpy", "pillow")
+    inline_steps = True
 
     def __init__(self) -> None:
         self._tasks: list[TaskInfo] | None = None

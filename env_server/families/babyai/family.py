@@ -25,6 +25,7 @@ class BabyAIFamily(Family):
 
     name = "babyai"
     packages = ("minigrid", "gymnasium")
+    inline_steps = True
 
     def __init__(self) -> None:
         self._tasks: list[TaskInfo] | None = None

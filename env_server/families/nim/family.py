@@ -44,6 +44,7 @@ class NimFamily(Family):
     name = "nim"
     packages = ()
     isolation = "thread"
+    inline_steps = True
     preload = ()
 
     def list_tasks(self) -> list[TaskInfo]:
