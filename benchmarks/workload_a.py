@@ -141,6 +141,8 @@ def run(workers: list[int], latency: float = 0.1) -> list[dict[str, Any]]:
                 row["ideal_s"] = round(row["longest_episode_steps"] * latency, 2)
                 row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
                 row["load_average_before"] = [round(x, 2) for x in load]
+                row["fake_model_server_cpu_s_total"] = round(sum(psutil.Process(fake.pid)
+                                                                 .cpu_times()[:2]), 2)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:

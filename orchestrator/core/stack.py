@@ -37,6 +37,17 @@ class ChildServer:
     target: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    #: where this start's output begins in the log (a resumed run appends to the same file)
+    log_offset: int = 0
+
+    def announced_ready(self) -> bool:
+        """True once the child printed ``READY <address>`` (after it started listening)."""
+        try:
+            with self.log_path.open("rb") as log_file:
+                log_file.seek(self.log_offset)
+                return b"READY " in log_file.read()
+        except OSError:
+            return False
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the child's log."""
@@ -100,23 +111,30 @@ class LocalStack:
         target = f"unix://{self._sock_dir}/{module}.sock"
         log_path = self.log_dir / f"{module}.log"
         with open(log_path, "ab") as log_file:
+            offset = log_file.tell()
             process = subprocess.Popen(
                 [sys.executable, "-m", module, "serve", "--address", target, "--grace", "5",
                  *extra],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.children.append(ChildServer(module, target, process, log_path))
+        self.children.append(ChildServer(module, target, process, log_path, offset))
         log.info("started %s (pid %d) on %s", module, process.pid, target)
 
     async def _wait_healthy(self, child: ChildServer) -> None:
+        """Return once ``child`` answers its health check. The first check waits for the
+        server's ``READY <address>`` line in its log: a check sent before the server listens
+        fails, and gRPC's reconnect backoff (1 s, growing) then delayed the next ones by
+        seconds. Raises StackError when the child exits or stays unhealthy too long."""
         deadline = time.monotonic() + self.startup_timeout_s
+        announced = False
         while time.monotonic() < deadline:
             if child.process.poll() is not None:
                 raise StackError(f"{child.name} exited with code {child.process.returncode} "
                                  f"during startup; its log ends with:\n{child.log_tail()}")
-            if await check_health(child.target, timeout=1.0):
+            announced = announced or child.announced_ready()
+            if announced and await check_health(child.target, timeout=1.0):
                 return
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.02 if not announced else 0.1)
         raise StackError(f"{child.name} was not healthy after {self.startup_timeout_s:.0f}s; "
                          f"its log ends with:\n{child.log_tail()}")
 

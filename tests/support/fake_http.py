@@ -80,6 +80,10 @@ class ScriptedHandler(BaseHTTPRequestHandler):
     writes the fake's answers (HTTP/1.1, keep-alive)."""
 
     protocol_version = "HTTP/1.1"
+    #: TCP_NODELAY: the headers and the body go out in two writes; with Nagle's algorithm the
+    #: body waited for the client's delayed ACK of the headers (about 40 ms per answer on
+    #: Linux), which a fixed-latency model server must not add.
+    disable_nagle_algorithm = True
     fake: ClassVar[ScriptedHTTPServer[Any, Any]]
 
     def log_message(self, format: str, *args: Any) -> None:
