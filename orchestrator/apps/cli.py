@@ -41,10 +41,11 @@ from moria import aio
 T = TypeVar("T")
 
 FULL_PROTOCOL_HINT = (
-    "BALROG's full BabyAI plan (10 episodes per task) with the local model, Moria's own prompts "
-    "(about 75 minutes on 2 cores):\n"
+    "BALROG's full BabyAI plan (its five tasks, 10 episodes each) with the local model, Moria's "
+    "own prompts and BALROG's 16-step history window (hours on 2 cores: once the window is "
+    "full each step re-evaluates about 550 prompt tokens, about 4 s):\n"
     "  .venv/bin/moria eval envs.names=babyai eval.num_episodes.babyai=10 "
-    "agent.max_text_history=128 eval.num_workers=1 eval.output_dir=results/babyai-full\n"
+    "eval.num_workers=1 eval.output_dir=results/babyai-full\n"
     "Under BALROG's own prompts, comparable with its leaderboard (a BALROG checkout; a hosted "
     "model needs OPENAI_API_KEY):\n"
     "  git clone https://github.com/balrog-ai/BALROG ~/BALROG\n"

@@ -181,7 +181,7 @@ async def test_qwen_is_joined_verified_once_and_runs(
 async def test_seats_with_their_own_contexts_keep_their_prompt_prefix() -> None:
     """Two seats alternate (different first messages). With ``local_contexts=2`` each gets
     its own llama.cpp context, whose KV state still starts with that seat's own prompt after
-    the other seat's call; the answers equal those of a fresh one-context backend."""
+    the other seat's call, so the seat's next turn reuses its whole previous prompt."""
     from agent_server.backends import local_llama
 
     seats = [
@@ -193,30 +193,124 @@ async def test_seats_with_their_own_contexts_keep_their_prompt_prefix() -> None:
     client = SMOL.model_copy(update={"local_contexts": 2, "model_id": "smollm2-135m-instruct"})
     backend = LocalLlamaBackend(client, n_ctx=1024)  # its own model entry: fresh contexts
     params = GenerateParams(temperature=0.0, max_tokens=8)
-    for _ in range(2):
-        for chat in seats:
-            await backend.complete(chat, params)
-    loaded = backend._model()
-    assert len(loaded.contexts) == 2
-    assert len(set(loaded.owners.values())) == 2  # one context per seat
-    for chat in seats:
-        llm = loaded.context_for(chat[0].content, 2)
-        prefix = llm.tokenize(chat[0].content.encode(), add_bos=False)
-        held = list(llm._input_ids)
-        assert any(held[i:i + len(prefix)] == prefix for i in range(8)), \
-            "the context no longer holds its seat's prompt"
-    local_llama.unload_all()
+    try:
+        for _ in range(2):
+            for chat in seats:
+                out = await backend.complete(chat, params)
+                chat += [ChatMessage("assistant", out.text), ChatMessage("user", PROMPTS[2])]
+        loaded = backend._model()
+        assert len(loaded.contexts) == 2
+        for chat in seats:  # each seat's third turn finds its second prompt in its context
+            prompt = loaded.prompt_tokens([{"role": m.role, "content": m.content}
+                                           for m in chat])
+            assert prompt is not None
+            held = [local_llama.common_prefix(llm._input_ids, prompt) for llm in loaded.contexts]
+            out = await backend.complete(chat, params)
+            assert out.usage.cached_input_tokens == max(held) > len(prompt) // 2
+    finally:
+        local_llama.unload_all()
 
 
-def test_context_choice_reuses_owner_then_least_recent() -> None:
-    from agent_server.backends.local_llama import _Loaded
+def test_common_prefix_counts_leading_equal_tokens() -> None:
+    from agent_server.backends.local_llama import common_prefix
 
-    contexts: list = ["ctx0", "ctx1"]
-    loaded = _Loaded(Path("m.gguf"), 512, 1, threading.Lock(), contexts)
-    assert loaded.context_for("seat A", 2) == "ctx0"
-    assert loaded.context_for("seat B", 2) == "ctx1"
-    assert loaded.context_for("seat A", 2) == "ctx0"  # its owner again
-    assert loaded.context_for("seat C", 2) == "ctx1"  # B was used least recently
-    assert loaded.context_for("seat A", 2) == "ctx0"
-    assert loaded.context_for("seat B", 2) == "ctx1"  # C took it; B gets C's context back
-    assert loaded.context_for("seat D", 1) == "ctx0"  # limit 1: the oldest owner's context
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([1, 2], [1, 2, 3]) == 2
+    assert common_prefix([], [1]) == 0
+    assert common_prefix([7], [8]) == 0
+
+
+def test_context_choice_prefers_own_history_then_instruction_holders() -> None:
+    from agent_server.backends.local_llama import choose_context
+
+    instr = [1, 2, 3, 4]
+    mine = [*instr, 10, 11, 12]  # my instruction and history
+    other = [*instr, 20, 21]  # another conversation with the same instruction
+    prompt = [*mine, 13]
+    # 1. the context holding my history wins, even when used by the previous call
+    assert choose_context([other, mine], [1, 2], prompt, 4, 6, 2) == 1
+    # 2. only the instruction is shared (full window, or a new episode): the holder that
+    # the previous call did not use; never the previous call's (another episode in flight)
+    fresh = [*instr, 30]
+    assert choose_context([other, mine], [1, 2], fresh, 4, 5, 2) == 0
+    assert choose_context([[9, 9], other], [1, 2], fresh, 4, 5, 2) == 0  # LRU, not steal
+    # 3. a new seat: an empty context, else a new one under the limit, else the LRU one
+    seat = [5, 6, 7, 8, 9]
+    assert choose_context([mine, []], [2, 1], seat, 4, 5, 3) == 1
+    assert choose_context([mine, other], [2, 1], seat, 4, 5, 3) is None
+    assert choose_context([mine, other], [2, 1], seat, 4, 5, 2) == 1
+    assert choose_context([], [], seat, 4, 5, 2) is None
+
+
+def _tokens(backend: LocalLlamaBackend, chat: list[ChatMessage]) -> list[int]:
+    tokens = backend._model().prompt_tokens([{"role": m.role, "content": m.content}
+                                             for m in chat])
+    assert tokens is not None
+    return tokens
+
+
+@pytest.mark.asyncio
+async def test_cached_tokens_are_the_reused_prefix_under_a_sliding_window() -> None:
+    """``cached_input_tokens`` is the prompt prefix whose KV state the context kept (the
+    longest common prefix with the tokens it holds), ``input_tokens`` the whole prompt: 0 on
+    the first call, the whole previous prompt but its last message while the history grows,
+    only the tokens before the first changed message once the oldest step leaves the window,
+    and 0 again with ``cache_prompt`` False."""
+    from agent_server.backends import local_llama
+
+    backend = LocalLlamaBackend(SMOL, n_ctx=1280)  # its own model entry: a fresh context
+    params = GenerateParams(temperature=0.0, max_tokens=4)
+    rules = game_chat("")[0]
+    steps = [ChatMessage("user", p) for p in PROMPTS]
+    try:
+        llm = backend._model().llm
+        chats = [[rules, steps[0]],
+                 [rules, steps[0], ChatMessage("assistant", "go forward"), steps[1]],
+                 [rules, steps[1], ChatMessage("assistant", "turn left"), steps[2]]]  # slid
+        for n, chat in enumerate(chats):
+            prompt = _tokens(backend, chat)
+            expected = local_llama.common_prefix(list(llm._input_ids), prompt)
+            out = await backend.complete(chat, params)
+            assert out.usage.input_tokens == len(prompt)
+            assert out.usage.cached_input_tokens == expected
+            if n == 0:
+                assert expected == 0
+            elif n == 1:  # everything before the last user message of the first prompt
+                assert expected >= len(_tokens(backend, chat[:1]))
+            else:  # only the instruction (and the next turn's header) is left to reuse
+                assert len(_tokens(backend, chat[:1])) - 4 <= expected < len(
+                    _tokens(backend, [rules, steps[0]])) - 4
+        again = await backend.complete(chats[2], params)  # same prompt: all but its last token
+        assert again.usage.cached_input_tokens == again.usage.input_tokens - 1
+        cold = await backend.complete(chats[2], GenerateParams(
+            temperature=0.0, max_tokens=4, extra={"cache_prompt": False}))
+        assert cold.usage.cached_input_tokens == 0
+        assert cold.usage.input_tokens == again.usage.input_tokens
+        assert cold.text == again.text  # reuse changes no answer (at most the last bits)
+    finally:
+        local_llama.unload_all()
+
+
+@pytest.mark.asyncio
+async def test_interleaved_episodes_with_one_instruction_keep_their_own_contexts() -> None:
+    """Two episodes with the same instruction alternate turns on ``local_contexts=2``: after
+    the first turns each finds its own history in a context (no ping-pong over one context),
+    so every later turn reuses more than the instruction."""
+    from agent_server.backends import local_llama
+
+    client = SMOL.model_copy(update={"local_contexts": 2})
+    backend = LocalLlamaBackend(client, n_ctx=1152)
+    params = GenerateParams(temperature=0.0, max_tokens=4)
+    episodes = [game_chat(PROMPTS[0]), game_chat(PROMPTS[3])]
+    try:
+        for turn in range(3):
+            for chat in episodes:
+                out = await backend.complete(chat, params)
+                if turn > 0:
+                    shared = len(_tokens(backend, chat[:2])) - 4  # instruction + first obs
+                    assert out.usage.cached_input_tokens >= shared, (turn, out.usage)
+                chat += [ChatMessage("assistant", out.text or "done"),
+                         ChatMessage("user", PROMPTS[turn + 1])]
+        assert len(backend._model().contexts) == 2
+    finally:
+        local_llama.unload_all()
