@@ -59,6 +59,7 @@ def _row(name: str, task: str, figures: Mapping[str, Any]) -> list[str]:
         _pct(figures),
         _steps(figures),
         f"{figures['input_tokens']:,}",
+        f"{figures.get('cached_input_tokens', 0):,}",
         f"{figures['output_tokens']:,}",
         _invalid(figures),
         _cost(figures),
@@ -107,9 +108,10 @@ def protocol_line(protocol: Mapping[str, Any] | None) -> str:
 def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Table:
     """A rich ``Table`` of a results directory: per env, per task and overall.
 
-    Columns: environment, task, scored episodes, progression % ± SE, average steps, input and
-    output tokens, invalid actions (count and share of turns), estimated cost (``prices``;
-    default the shipped table), and failed (agent/env error or cancelled) episodes. Figures
+    Columns: environment, task, scored episodes, progression % ± SE, average steps, input
+    tokens, the input tokens served from a prompt/KV cache, output tokens, invalid actions
+    (count and share of turns), estimated cost (``prices``; default the shipped table), and
+    failed (agent/env error or cancelled) episodes. Figures
     are recomputed from the episode files. Raises ``FileNotFoundError`` (with a hint) when
     ``out_dir`` is missing or holds no readable episode files.
     """
@@ -129,7 +131,8 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
     table.add_column("Task", overflow="fold")
     table.add_column("Episodes", justify="right")
     table.add_column("Progression %", justify="right", no_wrap=True)
-    for column in ("Avg steps", "Input tokens", "Output tokens", "Invalid", "Cost", "Failed"):
+    for column in ("Avg steps", "Input tokens", "Cached input", "Output tokens", "Invalid",
+                   "Cost", "Failed"):
         table.add_column(column, justify="right")
     for env, figures in summary["environments"].items():
         table.add_row(*_row(env, "(all)", figures), style="bold")
@@ -142,6 +145,7 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
         "episodes_played": summary["episodes_played"],
         "average_steps": summary["average_steps"],
         "input_tokens": summary["input_tokens"],
+        "cached_input_tokens": summary["cached_input_tokens"],
         "output_tokens": summary["output_tokens"],
         "cost_usd": summary["cost_usd"],
         "models": summary["models"],

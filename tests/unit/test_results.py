@@ -341,6 +341,20 @@ def test_render_report_on_written_dir(tmp_path: Path) -> None:
     assert "Overall" in text
 
 
+def test_render_report_shows_cached_input_tokens_next_to_input(tmp_path: Path) -> None:
+    """The prompt tokens served from a KV/prompt cache get their own column, right after the
+    input tokens they are part of (crafter: 2 episodes x 10 steps x 100 input, 10 cached)."""
+    _write_two_envs(tmp_path)
+    console = Console(file=io.StringIO(), width=240, color_system=None)
+    console.print(render_report(tmp_path))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    header = next(line for line in text.splitlines() if "Input tokens" in line)
+    assert header.index("Input tokens") < header.index("Cached input") < header.index("Output")
+    crafter = next(line for line in text.splitlines() if "crafter" in line)
+    cells = [c.strip() for c in crafter.split("│") if c.strip()]
+    assert cells[cells.index("2,000") + 1] == "200"
+
+
 def test_render_report_missing_or_empty_dir(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no results directory"):
         render_report(tmp_path / "missing")
