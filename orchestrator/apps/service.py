@@ -67,7 +67,6 @@ from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from rich.console import Console
 
-from moria import aio
 from moria.common.v1 import types_pb2
 from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
@@ -164,7 +163,11 @@ class _ThreadRun:
                     self._loop = self._task = None
 
         try:
-            return "ok", aio.run(main())
+            # The standard loop, not moria.aio's uvloop: each run has its own thread and loop
+            # beside the server's, and grpc aio's one poller per process then handed events
+            # of a finished run's closed uvloop loop to the server's loop, which raised and
+            # dropped the server's own events (control calls stalled).
+            return "ok", asyncio.run(main())
         except (asyncio.CancelledError, KeyboardInterrupt):
             return "cancelled", None
         except Exception as exc:
