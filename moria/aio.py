@@ -6,6 +6,11 @@ standard asyncio loop. On workload A (50 BabyAI episodes against a 100 ms model)
 CPU of the orchestrator, the Env server and the Policy server by 15-25% each against asyncio's
 selector loop (``benchmarks/workload_a.py``). ``MORIA_EVENT_LOOP=asyncio`` picks the standard
 loop (to rule uvloop out when chasing a bug); ``uvloop`` or unset picks uvloop where installed.
+
+Use it for a process's one top-level loop only. Loops started on other threads beside a running
+gRPC loop (the orchestrator service's runs) keep ``asyncio.run``: grpc aio has one poller per
+process, and under uvloop it handed a finished loop's events to that closed loop, dropping the
+live loop's own.
 """
 
 from __future__ import annotations
