@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,16 +71,15 @@ def run(task: str = TASK, steps: int = 24, window: int = BALROG_WINDOW,
     ``window``-step history; returns the per-step rows, their totals (``summarize``), the
     eval's wall seconds and the load average before and after. Raises RuntimeError when
     ``moria eval`` fails or writes no episode."""
-    from orchestrator.store.episodes import scan_episodes
+    from benchmarks.run import eval_command, read_episodes
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="moria-local-model-") as out:
-        command = [sys.executable, "-m", "orchestrator.apps.cli", "eval",
-                   f"envs.names={env}", f"tasks.{env}_tasks=[{task}]",
-                   f"eval.num_episodes.{env}=1", f"eval.max_steps_per_episode={steps}",
-                   f"agent.max_text_history={window}", "eval.num_workers=1",
-                   "client.client_name=local", f"eval.seed={seed}",
-                   f"eval.output_dir={out}", "--no-progress"]
+        command = eval_command(out, f"envs.names={env}", f"tasks.{env}_tasks=[{task}]",
+                               f"eval.num_episodes.{env}=1",
+                               f"eval.max_steps_per_episode={steps}",
+                               f"agent.max_text_history={window}", "eval.num_workers=1",
+                               "client.client_name=local", f"eval.seed={seed}")
         if model:
             command.append(f"client.model_id={model}")
         start = time.perf_counter()
@@ -90,9 +88,7 @@ def run(task: str = TASK, steps: int = 24, window: int = BALROG_WINDOW,
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             raise RuntimeError(f"moria eval exited {proc.returncode}: {proc.stderr[-2000:]}")
-        episodes, _ = scan_episodes(out)
-    if not episodes:
-        raise RuntimeError("moria eval wrote no episode")
+        episodes = read_episodes(out)
     rows = [{"step": s.step, "input": s.input_tokens, "cached": s.cached_input_tokens,
              "evaluated": s.input_tokens - s.cached_input_tokens,
              "seconds": round(s.latency_s, 3)}

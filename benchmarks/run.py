@@ -149,6 +149,24 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
             "ideal_s": round(ideal, 3), "wall_over_ideal": round(wall / ideal, 3)}
 
 
+def eval_command(out: Path | str, *overrides: str) -> list[str]:
+    """The ``moria eval`` command line (this interpreter, the local stack, no progress bar)
+    with ``overrides`` and results written to ``out``."""
+    return [sys.executable, "-m", "orchestrator.apps.cli", "eval", *overrides,
+            f"eval.output_dir={out}", "--no-progress"]
+
+
+def read_episodes(out: Path | str) -> list[Any]:
+    """The episode records a benchmark's run wrote under ``out``, read by the project's own
+    reader. Raises RuntimeError when a file is unreadable or there is none."""
+    from orchestrator.store.episodes import scan_episodes
+
+    episodes, warnings = scan_episodes(Path(out))
+    if warnings or not episodes:
+        raise RuntimeError(f"episodes under {out}: {'; '.join(warnings) or 'none written'}")
+    return episodes
+
+
 def _announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
     """The base URL (``http://127.0.0.1:<port>``) a fake model server prints on stdout once it
     listens; it binds port 0, so the port is known only from that line. Raises RuntimeError

@@ -30,7 +30,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.run import _announced_url
+from benchmarks.run import _announced_url, eval_command, read_episodes
 
 TASKS = ",".join(f"BabyAI-MixedTrainLocal-v0/{kind}"
                  for kind in ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to"))
@@ -94,11 +94,10 @@ class TreeSampler:
 
 def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
     """One ``moria eval`` of workload A with ``eval.num_workers=workers``; its figures."""
-    command = [sys.executable, "-m", "orchestrator.apps.cli", "eval", "envs.names=babyai",
-               f"tasks.babyai_tasks=[{TASKS}]", "eval.num_episodes.babyai=10",
-               "client.client_name=vllm", f"client.base_url={base_url}/v1",
-               "client.model_id=fake", f"eval.num_workers={workers}",
-               f"eval.output_dir={out}", "--no-progress"]
+    command = eval_command(out, "envs.names=babyai", f"tasks.babyai_tasks=[{TASKS}]",
+                           "eval.num_episodes.babyai=10", "client.client_name=vllm",
+                           f"client.base_url={base_url}/v1", "client.model_id=fake",
+                           f"eval.num_workers={workers}")
     before = os.times()
     start = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -112,9 +111,9 @@ def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
     cpu = (after.children_user - before.children_user) + (
         after.children_system - before.children_system)
     summary = json.loads((out / "summary.json").read_text())
-    episodes = [json.loads(p.read_text()) for p in out.glob("babyai/*/*_run_*.json")]
-    steps = sum(int(e.get("num_steps", 0)) for e in episodes)
-    longest = max(int(e.get("num_steps", 0)) for e in episodes)
+    episodes = read_episodes(out)
+    steps = sum(e.num_steps for e in episodes)
+    longest = max(e.num_steps for e in episodes)
     return {"num_workers": workers, "episodes": len(episodes), "steps": steps,
             "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "cpu_ms_per_step": round(1000 * cpu / max(steps, 1), 2),
@@ -137,12 +136,13 @@ def run(workers: list[int], latency: float = 0.1) -> list[dict[str, Any]]:
         for count in workers:
             with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
                 load = os.getloadavg()
+                fake_cpu = sum(psutil.Process(fake.pid).cpu_times()[:2])
                 row = run_once(base_url, count, Path(out))
                 row["ideal_s"] = round(row["longest_episode_steps"] * latency, 2)
                 row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
                 row["load_average_before"] = [round(x, 2) for x in load]
-                row["fake_model_server_cpu_s_total"] = round(sum(psutil.Process(fake.pid)
-                                                                 .cpu_times()[:2]), 2)
+                row["fake_model_server_cpu_s"] = round(
+                    sum(psutil.Process(fake.pid).cpu_times()[:2]) - fake_cpu, 2)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:

@@ -166,10 +166,16 @@ class ProcessGame(Game):
         if self._closed:
             raise RuntimeError("the game is closed")
         with self._lock:
-            # if the worker is gone, the receive below reports how it died
-            with contextlib.suppress(BrokenPipeError, OSError):
-                self._conn.send((method, args))
-            kind, payload = self._receive()
+            self._send(method, args)
+            return self._answer(*self._receive())
+
+    def _send(self, method: str, args: tuple[Any, ...]) -> None:
+        # if the worker is gone, the receive that follows reports how it died
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self._conn.send((method, args))
+
+    @staticmethod
+    def _answer(kind: str, payload: Any) -> Any:
         if kind == "error":
             raise RuntimeError(payload)
         return payload
@@ -184,16 +190,12 @@ class ProcessGame(Game):
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("another call to this game is in flight")
         try:
-            with contextlib.suppress(BrokenPipeError, OSError):
-                self._conn.send(("step", (dict(actions),)))
+            self._send("step", (dict(actions),))
             if not self._conn.poll():
                 await _readable(self._conn)
-            kind, payload = self._receive()
+            result: StepResult = self._answer(*self._receive())
         finally:
             self._lock.release()
-        if kind == "error":
-            raise RuntimeError(payload)
-        result: StepResult = payload
         return result
 
     # ---- the Game interface, forwarded -----------------------------------------------------

@@ -3,8 +3,9 @@
 Servers, the orchestrator's commands and the worker run their top-level coroutine through
 ``run``: uvloop (libuv) when it is installed, as it is with Moria on Linux and macOS, else the
 standard asyncio loop. On workload A (50 BabyAI episodes against a 100 ms model) uvloop cut the
-CPU of the orchestrator, the Env server and the Policy server by 15-25% each against asyncio's
-selector loop (``benchmarks/workload_a.py``). ``MORIA_EVENT_LOOP=asyncio`` picks the standard
+CPU of the orchestrator, the Env server and the Policy server by 18%, 27% and 18% against
+asyncio's selector loop, in one pair of runs on a busy machine (``benchmarks/workload_a.py``).
+``MORIA_EVENT_LOOP=asyncio`` picks the standard
 loop (to rule uvloop out when chasing a bug); ``uvloop`` or unset picks uvloop where installed.
 
 Use it for a process's one top-level loop only. Loops started on other threads beside a running

@@ -3,8 +3,8 @@
 Uses the official ``openai`` SDK (``AsyncOpenAI``) with the SDK's own retries off, so the shared
 tenacity policy (``retry.py``) governs, and the SDK's aiohttp transport (``DefaultAioHttpClient``,
 the ``openai[aiohttp]`` extra), which the SDK recommends for concurrency: with 50 episodes in
-flight it cut the Policy server's CPU per model call by about a third against the default
-transport, whose connection pool checks every idle connection on each request.
+flight it cut the Policy server's CPU from 24.5 to 16.9 s in one pair of workload-A runs against
+the default transport, whose connection pool checks every idle connection on each request.
 ``client.timeout`` bounds each attempt: the whole response when not streaming, the wait for
 each chunk when streaming (``client.stream``).
 
@@ -200,7 +200,7 @@ class OpenAICompatBackend(Backend):
         self.model = model
         self._sdk = AsyncOpenAI(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=client.timeout,
-            http_client=DefaultAioHttpClient(timeout=client.timeout),
+            http_client=DefaultAioHttpClient(),
         )
 
     @property

@@ -434,3 +434,19 @@ async def test_openrouter_free_tier_model_id_is_sent_unchanged(
     request = server.requests[-1]
     assert (request.json or {})["model"] == model and out.text == "go forward"
     assert request.headers["authorization"] == f"Bearer {FAKE_KEY}"
+
+
+def test_a_reply_that_is_not_a_json_object_is_a_backend_error() -> None:
+    """A 200 whose body decodes to a list or a string (not a chat-completions server) is an
+    error naming the endpoint, not an empty completion; a dict reply still parses."""
+
+    backend = OpenAICompatBackend(ClientConfig(client_name="vllm", model_id="m"),
+                                  api_key="EMPTY", base_url="http://127.0.0.1:9/v1")
+    for body in ([], "hello"):
+        with pytest.raises(BackendError, match="not a JSON object"):
+            backend._parse(body)
+    ok = backend._parse({"choices": [{"message": {"content": "go"}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 7, "completion_tokens": 1,
+                                   "prompt_tokens_details": {"cached_tokens": 5}}})
+    assert (ok.text, ok.stop_reason, ok.usage.input_tokens, ok.usage.cached_input_tokens) == (
+        "go", "stop", 7, 5)
