@@ -38,6 +38,7 @@ __all__ = [
     "image_input_problem",
     "missing_api_key",
     "probe_endpoint",
+    "takes_images",
 ]
 
 #: API key placeholder for servers that take none (vLLM, llama.cpp server).
@@ -75,7 +76,7 @@ def missing_api_key(client: ClientConfig) -> str | None:
 #: Whether each client's backend can take images (``ChatMessage.images``): False = never (the
 #: embedded llama.cpp model reads text only, whatever its GGUF); None = it depends on the model
 #: served (a hosted vision model, a vLLM or llama.cpp server with a multimodal model), which
-#: only the provider can tell.
+#: only the provider can tell. ``takes_images`` refines this per client config.
 IMAGE_INPUT: dict[str, bool | None] = {
     "local": False,
     "openai": None,
@@ -87,21 +88,36 @@ IMAGE_INPUT: dict[str, bool | None] = {
 }
 
 
+def takes_images(client: ClientConfig) -> bool | None:
+    """Whether ``client``'s backend can take images: False for the clients that run one of
+    Moria's own GGUFs on llama.cpp (``models.py``: a built-in name or a ``.gguf`` path, loaded
+    with no vision projector), i.e. ``local`` always and ``llamacpp`` without a ``base_url``
+    (the ``llama_cpp.server`` child Moria starts); else ``IMAGE_INPUT`` (None: up to the model
+    the endpoint serves)."""
+    if client.client_name == "llamacpp" and not client.base_url:
+        return False
+    return IMAGE_INPUT.get(client.client_name)
+
+
 def image_input_problem(client: ClientConfig, max_image_history: int) -> str | None:
     """A message when ``agent.max_image_history`` > 0 would send the env's frames to a client
-    that takes no images (``IMAGE_INPUT`` False), naming the model and what to use instead;
-    None when no frames are sent or the client may take them."""
-    if max_image_history <= 0 or IMAGE_INPUT.get(client.client_name) is not False:
+    that takes no images (``takes_images`` False): the model, why it reads text only
+    (``models.TEXT_ONLY_REASON``) and what to use instead; None when no frames are sent or the
+    client may take them. Checked by the policy server's ``GetInfo`` (``check_agent``) and by
+    every model-calling strategy's ``Begin``, so a run stops at its preflight."""
+    if max_image_history <= 0 or takes_images(client) is not False:
         return None
-    from agent_server.backends.models import DEFAULT_MODEL
+    from agent_server.backends.models import DEFAULT_MODEL, TEXT_ONLY_REASON
 
     model = client.model_id or DEFAULT_MODEL
-    vision = ", ".join(name for name, takes in IMAGE_INPUT.items() if takes is not False)
+    how = ("the llama.cpp server Moria starts when client.base_url is unset"
+           if client.client_name == "llamacpp" else "the embedded llama.cpp")
     return (
-        f"client '{client.client_name}' model {model!r} takes no images (text only), but "
-        f"agent.max_image_history={max_image_history} sends it the env's frames; use a "
-        f"vision-capable client and model ({vision}: e.g. openai with gpt-4o) or "
-        "agent.max_image_history=0 to play from text only"
+        f"client '{client.client_name}' model {model!r} takes no images (text only, run by "
+        f"{how}), but agent.max_image_history={max_image_history} sends it the env's frames: "
+        f"{TEXT_ONLY_REASON}. Use a vision-capable client and model (openai with gpt-4o, "
+        "anthropic, gemini, openrouter, or a vllm or llamacpp server at client.base_url that "
+        "serves a vision model) or agent.max_image_history=0 to play from text only"
     )
 
 

