@@ -354,7 +354,23 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
 async def _preflight(spec: RunSpec, env_targets: dict[str, list[str]],
                      policy_targets: list[str]) -> dict[str, str]:
     """Check every replica answers, the env servers host their family and the policy servers
-    accept each seat's config; collect versions (of the first replica of each)."""
+    accept each seat's config; collect versions (of the first replica of each). The policy
+    servers and the env servers are checked at the same time (each check waits on its own
+    server's first-use imports, e.g. the model SDK or the game package)."""
+    checks = [asyncio.ensure_future(_check_policy_servers(spec, policy_targets)),
+              asyncio.ensure_future(_check_env_servers(spec, env_targets))]
+    try:
+        policy_versions, env_versions = await asyncio.gather(*checks)
+    finally:  # the first failure is raised; the other check is not left running
+        for check in checks:
+            check.cancel()
+    return {"api": moria.API_VERSION, "moria": moria.__version__,
+            "python": sys.version.split()[0], **policy_versions, **env_versions}
+
+
+async def _check_policy_servers(spec: RunSpec, policy_targets: list[str]) -> dict[str, str]:
+    """Every policy replica accepts every seat's config (``GetInfo`` with a check); the first
+    replica's component versions as ``policy.<name>``. Raises PreflightError."""
     info: Any = None
     for target in reversed(policy_targets):  # the first replica's versions are kept
         policy = PolicyClient(target)
@@ -363,11 +379,16 @@ async def _preflight(spec: RunSpec, env_targets: dict[str, list[str]],
             if info.config_errors:
                 raise PreflightError("the agent/client config cannot be used: "
                                      + "; ".join(info.config_errors))
-    versions = {"api": moria.API_VERSION, "moria": moria.__version__,
-                "python": sys.version.split()[0]}
-    versions.update({f"policy.{k}": v for k, v in info.version.components.items()})
+    return {f"policy.{k}": v for k, v in info.version.components.items()}
+
+
+async def _check_env_servers(spec: RunSpec, env_targets: dict[str, list[str]],
+                             ) -> dict[str, str]:
+    """Every env replica hosts its family and offers the run's tasks; the component versions
+    of each family's first replica as ``env.<name>``. Raises PreflightError."""
+    versions: dict[str, str] = {}
     for env, targets in env_targets.items():
-        for target in targets:
+        for target in reversed(targets):  # the first replica's versions are kept
             env_info = await EnvClient(target).get_info()
             if env not in env_info.families:
                 raise PreflightError(f"env server {target} does not host {env!r} "
