@@ -69,6 +69,10 @@ class Needs:
     why: tuple[str, ...] = ()  # comment lines above the build stage's packages
     no_deps_why: tuple[str, ...] = ()  # comment lines above the --no-deps installs
     runtime_why: tuple[str, ...] = ()  # comment lines above the runtime stage's packages
+    #: commands run with the build stage's venv python after the project's source is copied
+    #: (before the project is installed), and the comment lines above them
+    source_scripts: tuple[str, ...] = ()
+    source_scripts_why: tuple[str, ...] = ()
     #: project extras whose packages are uninstalled once the data is prepared (their files were
     #: only the source of the baked data: the image keeps one copy)
     drop_after_prepare: tuple[str, ...] = ()
@@ -84,6 +88,11 @@ ENV_IMAGE_NEEDS: dict[str, Needs] = {
     "multigrid": Needs(no_deps=("mosaic-multigrid==7.0.0",), env=NUMBA_CACHE,
                        no_deps_why=("mosaic-multigrid asks for pygame, which would overwrite "
                                     "pygame-ce: --no-deps",)),
+    "meltingpot": Needs(
+        source_scripts=("env_server/families/meltingpot/install_package.py",),
+        source_scripts_why=("dm-meltingpot 2.4.1: an sdist whose build downloads its bots' "
+                            "assets and whose requirements pull tensorflow; the script builds it "
+                            "with a placeholder assets tarball, --no-deps",)),
 }
 
 
@@ -298,6 +307,10 @@ def render(image: Image) -> str:
         "COPY pyproject.toml README.md ./",
         *(f"COPY {d}/ {d}/" for d in
           ("moria", "env_server", "agent_server", "orchestrator", "worker")),
+    ]
+    lines += [f"# {why}" for why in needs.source_scripts_why]
+    lines += [f"RUN /opt/moria/venv/bin/python {script}" for script in needs.source_scripts]
+    lines += [
         "# the project itself: its dependencies are all above",
         f"RUN {pip} --no-deps .",
     ]

@@ -66,8 +66,10 @@ class FamilyManifest:
     text with that checkout's code. ``default_options``: the run spec's default
     ``envs.<name>_kwargs`` (BALROG's, where it sets some); ``options_help``: one line on the
     options worth knowing (the family itself rejects an unknown key with the allowed list).
-    ``id_prefixes``: how an environment id in a BALROG worker config names this family (an id
-    starting with one of them). ``aliases``: other names ``llm-worker --env`` accepts for it.
+    ``id_prefixes``: how an environment id names this family (an id starting with one of
+    them; every id ``moria tasks`` lists for it starts with one, so a BALROG worker config's
+    ``environment`` and ``llm-worker --env`` accept them: :func:`resolve_environment`).
+    ``aliases``: other names that stand for the whole family.
     ``balrog``: how BALROG's code names it (:class:`BalrogReference`; None: not a BALROG env).
     """
 
@@ -173,6 +175,108 @@ def id_prefixes() -> list[str]:
 def env_aliases() -> dict[str, str]:
     """alias -> family name, from the manifests' ``aliases``."""
     return {alias: name for name, m in families().items() for alias in m.aliases}
+
+
+def family_names() -> dict[str, str]:
+    """Every name that stands for a whole family -> the family: its own name, its ``aliases``
+    and the name BALROG's code gives it (``balrog.env``)."""
+    names = {name: name for name in families()}
+    for name, m in families().items():
+        for other in (*m.aliases, *((m.balrog.env,) if m.balrog else ())):
+            names.setdefault(other, name)
+    return names
+
+
+def suite_tasks(env: str) -> tuple[str, ...]:
+    """Every task ``env``'s suites name (the tasks this table knows; the env server knows
+    more, e.g. every BabyAI and MiniGrid level)."""
+    manifest = families().get(env)
+    if manifest is None:
+        return ()
+    return tuple(dict.fromkeys(t for s in manifest.suites.values() for t in s.default_tasks))
+
+
+class UnknownEnvironmentError(ValueError):
+    """A name that names no family or task; the message says which forms are accepted."""
+
+
+@dataclass(frozen=True)
+class EnvironmentRef:
+    """What an environment name stands for: a family and one task of it (``task`` None: the
+    whole family, that is its default tasks)."""
+
+    family: str
+    task: str | None
+
+
+def resolve_environment(name: str) -> EnvironmentRef:
+    """The family (and task) an environment name stands for, wherever a user names one (a
+    BALROG worker config's ``environment``, ``llm-worker --env``). Accepted, tried in order:
+
+    1. a family name, an alias or BALROG's env name (``crafter``, ``minigrid``, ``nle``): the
+       whole family;
+    2. ``<family>/<task>`` or ``<family>:<task>`` (``crafter/default``): that task, read by
+       :func:`resolve_task`;
+    3. a task a suite names (``default``, ``env/goto_win``), when one family has it;
+    4. an id starting with a family's ``id_prefixes`` (``MiniGrid-DoorKey-5x5-v0``,
+       ``MiniHack-River-v0``; the longest prefix wins): that id, as the env server lists it;
+    5. a suite task without its family's id prefix (BabaIsAI's bare ``goto_win``).
+
+    Raises UnknownEnvironmentError naming the accepted forms.
+    """
+    text = name.strip()
+    names = family_names()
+    if text in names:
+        return EnvironmentRef(names[text], None)
+    for sep in (":", "/"):
+        head, found, rest = text.partition(sep)
+        if found and rest and head in names:
+            return EnvironmentRef(names[head], resolve_task(names[head], rest))
+    listed = [env for env in families() if text in suite_tasks(env)]
+    if len(listed) == 1:
+        return EnvironmentRef(listed[0], text)
+    prefixed = family_of_id(text)
+    if prefixed is not None:
+        return EnvironmentRef(prefixed, text)
+    bare = _unprefixed(text)
+    if len(bare) == 1:
+        return bare[0]
+    forms = ", ".join(f"{prefix}..." for prefix in id_prefixes())
+    raise UnknownEnvironmentError(
+        f"{name!r} names no env family or task Moria hosts; accepted: a family "
+        f"({', '.join(sorted(names))}), <family>/<task>, or a task id as `moria tasks` "
+        f"lists it (ids start with: {forms})")
+
+
+def resolve_task(family: str, task: str) -> str | None:
+    """``task`` as ``family``'s env server lists it: a leading ``<family>/`` or ``<family>:``
+    (any of its names) is dropped, a suite task may omit the family's id prefix (``goto_win``
+    for ``env/goto_win``), and a name of the family itself means its default tasks (None).
+    Anything else is returned as given, for the env server to check (it knows every task).
+
+    Raises UnknownEnvironmentError when ``task`` is prefixed with another family's name."""
+    text = task.strip()
+    names = family_names()
+    for sep in (":", "/"):
+        head, found, rest = text.partition(sep)
+        if found and rest and head in names:
+            if names[head] != family:
+                raise UnknownEnvironmentError(
+                    f"task {task!r} belongs to env {names[head]!r}, not {family!r}")
+            text = rest
+            break
+    if names.get(text) == family:
+        return None
+    if text in suite_tasks(family):
+        return text
+    completed = [ref.task for ref in _unprefixed(text) if ref.family == family]
+    return completed[0] if completed else text
+
+
+def _unprefixed(text: str) -> list[EnvironmentRef]:
+    """The suite tasks that are ``text`` behind one of their family's id prefixes."""
+    return [EnvironmentRef(env, prefix + text) for env, m in families().items()
+            for prefix in m.id_prefixes if prefix + text in suite_tasks(env)]
 
 
 def balrog_text_envs() -> frozenset[str]:

@@ -218,7 +218,7 @@ async def _preflight(settings: WorkerSettings, targets: Targets) -> tuple[str, s
     images), one line. Raises InfrastructureFault / ``grpc.aio.AioRpcError`` when a server
     fails.
     """
-    task = settings.task or TasksConfig().for_env(settings.family)[0]
+    task = settings.game_task or TasksConfig().for_env(settings.family)[0]
     request = env_pb.OpenRequest(task=f"{settings.family}:{task}", seed=settings.seed,
                                  max_steps=settings.max_steps)
     try:
@@ -295,18 +295,20 @@ async def run_worker(settings: WorkerSettings, out: IO[str]) -> int:
                         await selector.close()
                     outcome = game.verdict()
                     telemetry.event("run_completed", episodes=game.episodes_started,
-                                    ended_by=how, outcome=outcome.as_json())
-                    _report(outcome)
+                                    ended_by=how, outcome=outcome.as_json(),
+                                    **_action_counts(game))
+                    _report(outcome, "", _invalid_actions(game, settings))
                     return outcome.exit_code
                 stopped_by, unfinished = await _autonomous(settings, game)
                 outcome = game.verdict(game.planned(), unfinished)
                 if stopped_by:
                     telemetry.event("run_failed", error=stopped_by,
-                                    episodes=game.episodes_started, outcome=outcome.as_json())
+                                    episodes=game.episodes_started, outcome=outcome.as_json(),
+                                    **_action_counts(game))
                 else:
                     telemetry.event("run_completed", episodes=game.episodes_started,
-                                    outcome=outcome.as_json())
-                _report(outcome, _mean_reward(game))
+                                    outcome=outcome.as_json(), **_action_counts(game))
+                _report(outcome, _mean_reward(game), _invalid_actions(game, settings))
                 return outcome.exit_code
             except (asyncio.CancelledError, KeyboardInterrupt):
                 await game.abandon()
@@ -343,16 +345,39 @@ def _mean_reward(game: GameSession) -> str:
     return f"mean reward {sum(scored) / len(scored):.3f} over {len(scored)} scored episode(s)"
 
 
-def _report(outcome: RunVerdict, detail: str = "") -> None:
-    """The run's outcome on stderr, last: ``done: <headline>`` or ``failed: <headline>`` and
-    the first distinct errors."""
+def _action_counts(game: GameSession) -> dict[str, int]:
+    """The worker's own moves over the finished episodes, for the run's last event."""
+    return {"actions": game.actions, "invalid_actions": game.invalid_actions}
+
+
+def _invalid_actions(game: GameSession, settings: WorkerSettings) -> str:
+    """How many of the worker's own moves the env judged invalid (it then played its default
+    action), e.g. ``invalid actions 4 of 4 (100%): ...``; empty before any move."""
+    if game.actions == 0:
+        return ""
+    share = game.invalid_actions / game.actions
+    text = f"invalid actions {game.invalid_actions} of {game.actions} ({share:.0%})"
+    if not game.invalid_actions:
+        return text
+    text += ": the env played its default action instead"
+    if settings.agent_type not in NON_MODEL_AGENT_TYPES and not settings.constrain_actions:
+        text += " (--constrain-actions limits the model's answers to the action names)"
+    return text
+
+
+def _report(outcome: RunVerdict, detail: str = "", invalid: str = "") -> None:
+    """The run's outcome on stderr, last: ``done: <headline>; <detail>; <invalid>`` or, when
+    it failed, the ``invalid`` line (the invalid actions of the finished episodes), then
+    ``failed: <headline>`` and the first distinct errors."""
     if outcome.succeeded:
         if outcome.planned == 0:
             print("done: no episode was played", file=sys.stderr)
         else:
-            print(f"done: {outcome.headline()}" + (f"; {detail}" if detail else ""),
+            print("; ".join(filter(None, (f"done: {outcome.headline()}", detail, invalid))),
                   file=sys.stderr)
         return
+    if invalid:
+        print(invalid, file=sys.stderr)
     print(f"failed: {outcome.describe()}", file=sys.stderr)
 
 
@@ -360,6 +385,7 @@ def _run_fields(settings: WorkerSettings, task: str, agent_id: str) -> dict[str,
     return {"env_name": settings.env_name, "task": task, "agent_id": agent_id,
             "agent_type": settings.agent_type, "opponent": settings.opponent,
             "client_name": settings.client_name, "model_id": settings.model_id,
+            "constrain_actions": settings.constrain_actions,
             "num_episodes": settings.num_episodes, "max_steps": settings.max_steps,
             "seed": settings.seed, "interactive": settings.interactive,
             "max_image_history": settings.max_image_history}
@@ -381,7 +407,7 @@ async def _autonomous(settings: WorkerSettings, game: GameSession,
 
     Returns ``("", [])`` when every episode was played, else (why the run stopped, the
     stopped episode's ``env_error`` record, for the verdict only: it is not written)."""
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)  # never wrapped: grep-able
     for index in range(settings.num_episodes):
         try:
             record = await game.play_episode()
@@ -395,7 +421,8 @@ async def _autonomous(settings: WorkerSettings, game: GameSession,
             return message, [failed] if failed is not None else []
         console.print(f"[bold]{record['episode_id']}[/] ({index + 1}/{settings.num_episodes}) "
                       f"reward {record['total_reward']:.2f}, {record['num_steps']} steps, "
-                      f"{record['end_reason']}, {record['llm_calls']} model calls")
+                      f"{record['end_reason']}, {record['llm_calls']} model calls, "
+                      f"{record['invalid_actions']} of {record['actions']} actions invalid")
         if record.get("error"):
             console.print(f"  [red]error:[/] {escape(record['error'])}")
     return "", []

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from moria.config import AgentConfig, AgentType, ClientConfig
-from moria.families import env_aliases, families
+from moria.families import UnknownEnvironmentError, resolve_environment, resolve_task
 
 #: ``--client`` values (``google`` is an alias of ``gemini``).
 ClientChoice = Literal["local", "openrouter", "openai", "anthropic", "google", "gemini", "vllm",
@@ -40,6 +40,7 @@ FLAG_OF: dict[str, str] = {
     "max_text_history": "--max-text-history", "render_mode": "--render-mode",
     "env_endpoint": "--env-endpoint", "policy_endpoint": "--policy-endpoint",
     "stdout_events": "--stdout-events", "heartbeat_s": "--heartbeat-s",
+    "constrain_actions": "--constrain-actions",
 }
 
 
@@ -58,8 +59,9 @@ class WorkerSettings(BaseModel):
 
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     interactive: bool = False
-    env_name: str = Field(default="babyai", description="an env family or one of its aliases "
-                          "(the families' manifests: moria/families.json)")
+    env_name: str = Field(default="babyai", description="an env family, one of its aliases, "
+                          "BALROG's env name or an env id / task name as `moria tasks` lists it "
+                          "(moria.families.resolve_environment)")
     task: str | None = None
     client_name: ClientChoice = "local"
     model_id: str | None = None
@@ -70,6 +72,9 @@ class WorkerSettings(BaseModel):
     seed: int = Field(default=0, ge=0)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     timeout: float = Field(default=60.0, gt=0)
+    constrain_actions: bool = Field(default=False, description=(
+        "client.constrain_actions: limit the model's answer to the action names (a grammar "
+        "for local and llamacpp, guided_choice for vllm; naive agent type only)"))
     telemetry_dir: str = "telemetry"
     no_jsonl: bool = False
     verbose: bool = False
@@ -90,15 +95,30 @@ class WorkerSettings(BaseModel):
     @field_validator("env_name")
     @classmethod
     def _known_env(cls, value: str) -> str:
-        if value not in families() and value not in env_aliases():
-            allowed = sorted({*families(), *env_aliases()})
-            raise ValueError(f"unknown env {value!r}; allowed: {', '.join(allowed)}")
+        try:
+            resolve_environment(value)
+        except UnknownEnvironmentError as exc:
+            raise ValueError(f"unknown env: {exc}") from None
         return value
 
     @property
     def family(self) -> str:
-        """The Moria env family hosting ``env_name`` (an alias resolved)."""
-        return env_aliases().get(self.env_name, self.env_name)
+        """The Moria env family ``env_name`` names (``moria.families.resolve_environment``:
+        a family, an alias, BALROG's env name, or an env id / task name ``moria tasks``
+        lists)."""
+        return resolve_environment(self.env_name).family
+
+    @property
+    def game_task(self) -> str | None:
+        """The task to play as the env server lists it: ``task`` (``<family>/`` dropped, a
+        BabaIsAI name completed: ``moria.families.resolve_task``), else the task ``env_name``
+        names (``--env MiniGrid-DoorKey-5x5-v0``); None: the family's first default task.
+
+        Raises UnknownEnvironmentError when ``task`` names another family's task."""
+        ref = resolve_environment(self.env_name)
+        if self.task is not None:
+            return resolve_task(ref.family, self.task)
+        return ref.task
 
     @property
     def images(self) -> bool:
@@ -111,8 +131,10 @@ class WorkerSettings(BaseModel):
             "client_name": self.client_name, "model_id": self.model_id,
             "base_url": self.base_url, "timeout": self.timeout, "max_retries": 3, "delay": 1.0,
             "generate_kwargs": {"temperature": self.temperature},
+            "constrain_actions": self.constrain_actions,
         }, {"client_name": "client_name", "model_id": "model_id", "base_url": "base_url",
-            "timeout": "timeout", "generate_kwargs": "temperature"})
+            "timeout": "timeout", "generate_kwargs": "temperature",
+            "constrain_actions": "constrain_actions"})
 
     def agent_config(self) -> AgentConfig:
         """The ``agent`` section of the worker's own player."""
@@ -180,8 +202,10 @@ def build_parser(prog: str, *, vlm: bool) -> argparse.ArgumentParser:
     arg("--run-id")
     arg("--interactive", action="store_true", default=None,
         help="answer JSON-line commands on stdin (answers on stdout, logs on stderr)")
-    arg("--env", dest="env_name", metavar="ENV", help="env family (babyai, pettingzoo, ...)")
-    arg("--task", help="task / gym id inside the env family (default: its first task)")
+    arg("--env", dest="env_name", metavar="ENV", help="env family (babyai, pettingzoo, ...) "
+        "or an env id / task name as `moria tasks` lists it (MiniGrid-DoorKey-5x5-v0)")
+    arg("--task", help="task / gym id inside the env family, as `moria tasks` lists it "
+        "(default: the task --env names, else the family's first task)")
     arg("--client", dest="client_name", metavar="CLIENT",
         help="model backend (default local: the embedded model, no key needed)")
     arg("--model", dest="model_id", metavar="MODEL")
@@ -194,6 +218,9 @@ def build_parser(prog: str, *, vlm: bool) -> argparse.ArgumentParser:
     arg("--seed", type=int)
     arg("--temperature", type=float)
     arg("--timeout", type=float, help="model request timeout (seconds)")
+    arg("--constrain-actions", action=argparse.BooleanOptionalAction, default=None,
+        help="limit the model's answers to the action names (client.constrain_actions: a "
+        "grammar for local and llamacpp, guided_choice for vllm; naive agent type only)")
     arg("--telemetry-dir")
     arg("--no-jsonl", action="store_true", default=None, help="write no telemetry files")
     arg("--verbose", action="store_true", default=None)
@@ -236,6 +263,10 @@ def load_settings(argv: list[str], *, prog: str = "llm-worker", vlm: bool = Fals
         settings = WorkerSettings.model_validate(data)
     except ValidationError as exc:
         raise WorkerConfigError(_describe(exc)) from None
+    try:
+        _ = settings.game_task  # resolved here, so a bad --task exits 2 before any server
+    except UnknownEnvironmentError as exc:
+        raise WorkerConfigError(f"--task (config key 'task'): {exc}") from None
     settings.agent_config()
     settings.client_config()
     if settings.opponent == "human":

@@ -58,13 +58,17 @@ class Targets:
 
 @dataclass
 class _Episode:
-    """The worker's bookkeeping around one ``EpisodeDriver``: its own player's totals."""
+    """The worker's bookkeeping around one ``EpisodeDriver``: its own player's totals
+    (``actions``: its moves the env applied; ``invalid_actions``: those the env judged invalid
+    and replaced by its default action)."""
 
     index: int
     seed: int
     id: str
     driver: EpisodeDriver
     llm_calls: int = 0
+    actions: int = 0
+    invalid_actions: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     terminated: bool = False
@@ -108,6 +112,9 @@ class GameSession:
         self.episodes_started = 0
         #: Every finished episode, in the order they ended (what the outcome is decided on).
         self.records: list[EpisodeRecord] = []
+        #: The worker's own moves over the finished episodes: applied, and judged invalid.
+        self.actions = 0
+        self.invalid_actions = 0
         self._episode: _Episode | None = None
         self.spec = self.run_spec()
 
@@ -280,6 +287,9 @@ class GameSession:
                 ep.llm_calls += turn.act.usage.calls
                 ep.input_tokens += turn.act.usage.input_tokens
                 ep.output_tokens += turn.act.usage.output_tokens
+                if turn.result is not None:
+                    ep.actions += 1
+                    ep.invalid_actions += not turn.result.action_result.valid
         records = [self._turn_record(ep, turn) for turn in turns]
         if driver.end_reason == "agent_error":
             failed = next(t for t in turns if t.act.error.code != 0)
@@ -339,6 +349,7 @@ class GameSession:
             "start_time": ep.started_wall.isoformat(), "end_time": ended.isoformat(),
             "duration_seconds": time.perf_counter() - ep.started, "llm_calls": ep.llm_calls,
             "total_input_tokens": ep.input_tokens, "total_output_tokens": ep.output_tokens,
+            "actions": ep.actions, "invalid_actions": ep.invalid_actions,
             "seed": ep.seed, "agent_id": self.agent_id, "agent_type": self.settings.agent_type,
             "opponent": self.settings.opponent, "end_reason": driver.end_reason or "truncated",
             "metrics": driver.metrics,
@@ -347,6 +358,8 @@ class GameSession:
             record["error"] = ep.error
         if not ep.recorded:
             self.telemetry.episode(record)
+            self.actions += ep.actions
+            self.invalid_actions += ep.invalid_actions
             self.records.append(EpisodeRecord(
                 run_id=self.telemetry.run_id, env=self.settings.family, task=self.task,
                 episode_index=ep.index, seed=ep.seed, end_reason=record["end_reason"],

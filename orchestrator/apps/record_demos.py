@@ -148,9 +148,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``moria record-demos`` from parsed ``args``; returns the exit code."""
-    from rich.console import Console
+    from orchestrator.apps.cli import stderr_console
 
-    console = Console(stderr=True)
+    console = stderr_console()  # errors and hints are never wrapped
     try:
         spec, plan, out = _resolve(args)
     except ValueError as exc:  # SpecError is a ValueError

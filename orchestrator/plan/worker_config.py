@@ -8,7 +8,9 @@ A BALROG worker (as MOSAIC launches it) is configured by one flat JSON object::
 
 ``worker_spec_data`` maps it onto the run-spec sections: ``backend`` -> ``client.client_name``
 (its aliases ``claude``/``google`` apply), ``model`` -> ``client.model_id``, ``environment`` ->
-the env family that hosts that id plus ``tasks.<env>_tasks: [id]``, ``num_episodes`` ->
+the env family that hosts it plus ``tasks.<env>_tasks: [task]`` (any env id or task name
+``moria tasks`` lists, ``<family>/<task>``, or a family / BALROG env name such as ``crafter``
+for the family's default tasks: ``moria.families.resolve_environment``), ``num_episodes`` ->
 ``eval.num_episodes.<env>`` (per task, as BALROG counts), ``max_steps`` ->
 ``eval.max_steps_per_episode``, ``history_window`` -> ``agent.max_text_history``,
 ``parallel_workers`` -> ``eval.num_workers``. Only ``worker`` and ``environment`` are required;
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from moria.families import family_of_id, id_prefixes
+from moria.families import EnvironmentRef, UnknownEnvironmentError, resolve_environment
 
 #: Keys of the worker config, in the order they are documented.
 WORKER_KEYS: tuple[str, ...] = (
@@ -48,17 +50,16 @@ def is_worker_config(data: object) -> bool:
     return isinstance(data, dict) and "worker" in data
 
 
-def family_of(environment: str) -> str:
-    """The env family hosting ``environment`` (an env id such as ``MiniHack-River-v0``).
+def resolve(environment: str) -> EnvironmentRef:
+    """The env family (and task) ``environment`` names: an env id or task name as ``moria
+    tasks`` lists it, ``<family>/<task>``, a family name or BALROG's env name
+    (``moria.families.resolve_environment``: the one resolver of environment names).
 
-    Raises WorkerConfigError listing the id forms accepted."""
-    family = family_of_id(environment)
-    if family is not None:
-        return family
-    forms = ", ".join(f"{prefix}..." for prefix in id_prefixes())
-    raise WorkerConfigError(
-        f"environment {environment!r} names no env family Moria hosts; accepted ids start "
-        f"with: {forms} (see `moria tasks`)")
+    Raises WorkerConfigError listing the forms accepted."""
+    try:
+        return resolve_environment(environment)
+    except UnknownEnvironmentError as exc:
+        raise WorkerConfigError(f"environment {exc}") from None
 
 
 def worker_spec_data(config: dict[str, Any]) -> dict[str, Any]:
@@ -77,8 +78,11 @@ def worker_spec_data(config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(environment, str) or not environment:
         raise WorkerConfigError("the worker config needs 'environment' (an env id such as "
                                 "'MiniHack-River-v0' or 'BabyAI-MixedTrainLocal-v0/goto')")
-    env = family_of(environment)
-    data: dict[str, Any] = {"envs": {"names": env}, "tasks": {f"{env}_tasks": [environment]}}
+    ref = resolve(environment)
+    env = ref.family
+    data: dict[str, Any] = {"envs": {"names": env}}
+    if ref.task is not None:  # None: the whole family, i.e. its default tasks
+        data["tasks"] = {f"{env}_tasks": [ref.task]}
     if "num_episodes" in config:
         data["eval"] = {"num_episodes": {env: config["num_episodes"]}}
     for key, (section, field) in RUN_SPEC_KEYS.items():

@@ -99,7 +99,15 @@ TEXT_ONLY_VIEWS: dict[str, str] = {
 #: such case runs as a strict xfail that must fail with that exception, so it turns into a
 #: failure (remove the entry) once the family is fixed. Never add an entry to make a check pass:
 #: fix the family or, if the contract itself is wrong, change the check.
-KNOWN_DEFECTS: dict[tuple[str, str], tuple[type[BaseException], str]] = {}
+KNOWN_DEFECTS: dict[tuple[str, str], tuple[type[BaseException], str]] = {
+    ("test_same_seed_same_episode", "meltingpot"): (
+        AssertionError,
+        "dm-meltingpot 2.4.1 on dmlab2d 1.0.2 does not replay an episode from its seed: the "
+        "package's own builder with one env_seed starts commons harvest with different spawn "
+        "points in repeated builds, in one process and across processes, with address "
+        "randomisation off (setarch -R) too; substrates whose spawn points are fixed (the "
+        "two-player matrix games) replay (docs/families/meltingpot.md, 'Known limits')"),
+}
 
 
 # -- per-family data ----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def test_env_without_oracle_is_a_clear_usage_error(
     assert main(["record-demos", "--env", "crafter", "--out", str(tmp_path)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "'crafter' has no oracle player" in err
-    assert "babaisai, babyai, minihack, textworld" in err
+    assert "babaisai, babyai, meltingpot, minihack, textworld" in err
     assert not any(tmp_path.iterdir())
 
 

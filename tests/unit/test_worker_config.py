@@ -32,12 +32,16 @@ def test_every_key_maps_onto_the_run_spec(tmp_path: Path) -> None:
     assert list(spec.episodes()) == [("minihack", "MiniHack-River-v0", i) for i in range(3)]
 
 
-@pytest.mark.parametrize(("environment", "env"), [
-    ("BabyAI-MixedTrainLocal-v0/goto", "babyai"), ("NetHackChallenge-v0", "nle"),
-    ("crafter", "crafter"), ("coin_collector", "textworld"), ("env/goto_win", "babaisai")])
-def test_environment_ids_pick_their_family(tmp_path: Path, environment: str, env: str) -> None:
+@pytest.mark.parametrize(("environment", "env", "task"), [
+    ("BabyAI-MixedTrainLocal-v0/goto", "babyai", "BabyAI-MixedTrainLocal-v0/goto"),
+    ("NetHackChallenge-v0", "nle", "NetHackChallenge-v0"),
+    ("crafter", "crafter", "default"),  # BALROG's env name: the family's (one) task
+    ("coin_collector", "textworld", "coin_collector"),
+    ("env/goto_win", "babaisai", "env/goto_win")])
+def test_environment_ids_pick_their_family(tmp_path: Path, environment: str, env: str,
+                                           task: str) -> None:
     spec = load_spec(_write(tmp_path, {"worker": "balrog", "environment": environment}))
-    assert spec.envs.env_list == [env] and spec.tasks.for_env(env) == [environment]
+    assert spec.envs.env_list == [env] and spec.tasks.for_env(env) == [task]
 
 
 def test_overrides_still_apply_on_top(tmp_path: Path) -> None:

@@ -19,6 +19,6 @@ MANIFESTS = [FamilyManifest(
                            check_task="BabyAI-MixedTrainLocal-v0/goto"),
     suites={"balrog": SuiteEntry(position=0, default_tasks=BALROG_TASKS, episodes_per_task=10)},
     oracle_source="babyai-bot", extra="babyai", image="babyai", default_options={"num_dists": 0},
-    id_prefixes=("BabyAI-",), aliases=("minigrid",),
+    id_prefixes=("BabyAI-", "MiniGrid-"), aliases=("minigrid",),
     options_help="BALROG's num_dists (distractors; 0), tile_size, ...",
 )]

@@ -11,6 +11,6 @@ MANIFESTS = [FamilyManifest(
         position=0, default_tasks=("MosaicMultiGrid-S-2v2-IndAgObs-v1",
                                    "MosaicMultiGrid-C-2v2-IndAgObs-v1"),
         episodes_per_task=10)},
-    report_kind="team", extra="multigrid", image="multigrid",
+    report_kind="team", extra="multigrid", image="multigrid", id_prefixes=("MosaicMultiGrid-",),
     options_help="coordination_level, observation_mode (for every seat)",
 )]

@@ -9,5 +9,5 @@ MANIFESTS = [FamilyManifest(
     name="nim", entry_point="env_server.families.nim:NimFamily",
     suites={"mosaic": SuiteEntry(position=2, default_tasks=("nim_3-4-5",),
                                  episodes_per_task=10)},
-    report_kind="two_player", options_help="progression_agent",
+    report_kind="two_player", options_help="progression_agent", id_prefixes=("nim_",),
 )]

@@ -10,5 +10,6 @@ MANIFESTS = [FamilyManifest(
         position=1, default_tasks=("chess_v6", "connect_four_v3", "go_v5", "tictactoe_v3"),
         episodes_per_task=10)},
     report_kind="two_player", extra="pettingzoo", image="pettingzoo",
+    id_prefixes=("chess_", "connect_four_", "go_", "tictactoe_"),
     options_help="board_size and komi for Go, progression_agent",
 )]

@@ -1,0 +1,265 @@
+"""One Melting Pot substrate episode: every player acts at once, every step.
+
+Agents are ``player_0`` .. ``player_{n-1}``: ``player_i`` is the substrate's player ``i`` (Lua
+index ``i + 1``). ``step`` takes one action per player, by name or index into the substrate's
+action set (an invalid answer becomes ``NOOP``, ``valid=False``), and sends the dmlab2d action
+of each to the env (``<i>.move``, ``<i>.turn``, ``<i>.fireZap``, ...), as the package's
+multi-player wrappers do.
+
+Views: ``long_term_context`` is ``text.describe`` (the decoded view, the players and things in
+it, position, facing, rewards, the permitted scalar observations); the short-term text is empty.
+``image`` (when asked): the player's own ``RGB`` observation, cut back to the substrate's window
+(``crop_rgb``). Tensors: the permitted scalar/vector observations (``READY_TO_SHOOT``,
+``INVENTORY``, ...) and ``POSITION``/``ORIENTATION``. Info: ``position``, ``orientation``,
+``on_map`` and, with ``oracle``, ``expert_action`` (``oracle.expert_action``).
+
+Rewards: the substrate's ``<i>.REWARD`` each step. Metrics (running and final): ``returns``
+(per player), ``collective_return`` (their sum), ``per_capita_return``, ``events`` (the
+substrate's event counts: ``edible_consumed``, ``zap``, ``player_cleaned``, ...), ``steps``,
+``end_reason`` (``substrate`` when the substrate ended the episode, ``step_limit``, or "") and
+``progression``: the share of players whose return is above 0.
+
+Determinism: the dmlab2d seeds come from the episode seed, but Melting Pot's Lua engine does not
+replay an episode from its seed (two envs built with the same seed diverge, within one process
+too): see docs/families/meltingpot.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from env_server.actions import invalid_action_feedback, resolve_action
+from env_server.families.meltingpot import oracle, substrates
+from env_server.families.meltingpot.instruction import build_instruction
+from env_server.families.meltingpot.package import modules
+from env_server.families.meltingpot.text import SpriteTable, View, decode_view, describe
+from env_server.game import (
+    ActionInfo,
+    AgentTransition,
+    AgentView,
+    Game,
+    GameOptions,
+    StepResult,
+    SubmittedAction,
+)
+
+DEFAULT_ACTION = "NOOP"
+#: the observations a player may use (Melting Pot's scenario rules); RGB is the image
+PERMITTED = ("INVENTORY", "READY_TO_SHOOT", "HUNGER", "MY_OFFER", "OFFERS", "STAMINA", "VOTING",
+             "COLLECTIVE_REWARD", "NUM_OTHERS_WHO_CLEANED_THIS_STEP")
+_MAX_SEED = 2**32 - 1
+
+
+def agent_id(index: int) -> str:
+    return f"player_{index}"
+
+
+def crop_rgb(rgb: np.ndarray, radius: int, window: Mapping[str, int]) -> np.ndarray:
+    """The substrate's own view out of the widened, centred one: ``forward`` rows above the
+    player's row and ``backward`` below, ``left``/``right`` columns beside it."""
+    size = rgb.shape[0] // (2 * radius + 1)
+    top = (radius - int(window["forward"])) * size
+    bottom = (radius + int(window["backward"]) + 1) * size
+    left = (radius - int(window["left"])) * size
+    right = (radius + int(window["right"]) + 1) * size
+    return np.ascontiguousarray(rgb[top:bottom, left:right], dtype=np.uint8)
+
+
+class MeltingPotGame(Game):
+    """A substrate game, built by ``MeltingPotFamily.open``; not reset yet."""
+
+    def __init__(self, spec: substrates.TaskSpec, options: GameOptions, roles: tuple[str, ...]):
+        self._spec = spec
+        self._options = options
+        self._roles = roles
+        self._settings = substrates.build_settings(spec.name, roles)
+        self._table = SpriteTable(substrates.sprite_names(self._settings),
+                                  substrates.sprite_layers(self._settings))
+        self._agents = [agent_id(i) for i in range(len(roles))]
+        self._actions = list(spec.actions)
+        cap = int(options.max_steps) if options.max_steps else spec.max_steps
+        self._max_steps = min(cap, spec.max_steps) if spec.max_steps else cap
+        self._instructions = {a: build_instruction(spec, i, len(roles), self._table,
+                                                   self._max_steps)
+                              for i, a in enumerate(self._agents)}
+        self._env: Any = None
+        self._closed = False
+        self._obs: Mapping[str, Any] | None = None
+        self._done = False
+        self._steps = 0
+        self._returns = [0.0] * len(roles)
+        self._last = [0.0] * len(roles)
+        self._events: Counter[str] = Counter()
+        self._end_reason = ""
+
+    # -- static facts -------------------------------------------------------------------------
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self._agents)
+
+    @property
+    def max_steps(self) -> int:
+        return self._max_steps
+
+    def instruction(self, agent_id: str) -> str:
+        self._index(agent_id)
+        return self._instructions[agent_id]
+
+    def actions(self, agent_id: str) -> list[ActionInfo]:
+        self._index(agent_id)
+        return list(self._actions)
+
+    def default_action(self, agent_id: str) -> str:
+        self._index(agent_id)
+        return DEFAULT_ACTION
+
+    # -- episode ------------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None) -> dict[str, AgentView]:
+        """Build the substrate afresh with dmlab2d seeds from ``seed`` and start an episode."""
+        if self._closed:
+            raise RuntimeError("the game is closed")
+        seed = self._options.seed if seed is None else seed
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        if self._env is not None:
+            self._env.close()
+        self._env = modules().builder.builder(self._settings,
+                                              env_seed=int(seed) % _MAX_SEED + 1)
+        timestep = self._env.reset()
+        self._env.events()  # the avatars' start events are not the episode's
+        self._obs = timestep.observation
+        self._done = False
+        self._steps = 0
+        self._returns = [0.0] * len(self._agents)
+        self._last = [0.0] * len(self._agents)
+        self._events = Counter()
+        self._end_reason = ""
+        return {a: self._view(i) for i, a in enumerate(self._agents)}
+
+    def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
+        if self._closed:
+            raise RuntimeError("the game is closed")
+        if self._obs is None:
+            raise RuntimeError("step() before reset()")
+        if self._done:
+            raise RuntimeError("the episode is over; call reset() to start a new one")
+        if set(actions) != set(self._agents):
+            raise ValueError(f"expected one action for each of {self._agents}; "
+                             f"got {sorted(actions)}")
+        names = [a.name for a in self._actions]
+        applied: dict[str, tuple[str, bool, str]] = {}
+        lab2d: dict[str, int] = {}
+        for i, agent in enumerate(self._agents):
+            name, valid = resolve_action(actions[agent], self._actions, DEFAULT_ACTION)
+            applied[agent] = (name, valid, "" if valid else
+                              invalid_action_feedback(actions[agent], name))
+            for key, value in self._spec.table[names.index(name)].items():
+                lab2d[f"{i + 1}.{key}"] = int(value)
+        timestep = self._env.step(lab2d)
+        self._obs = timestep.observation
+        self._steps += 1
+        for name, _ in self._env.events():
+            self._events[str(name)] += 1
+        for i in range(len(self._agents)):
+            reward = float(self._obs[f"{i + 1}.REWARD"])
+            self._last[i] = reward
+            self._returns[i] += reward
+        truncated = self._steps >= self._max_steps
+        terminated = bool(timestep.last()) and not truncated
+        self._done = terminated or truncated
+        if self._done:
+            self._end_reason = "step_limit" if truncated else "substrate"
+        transitions = {}
+        for i, agent in enumerate(self._agents):
+            name, valid, feedback = applied[agent]
+            transitions[agent] = AgentTransition(
+                view=self._view(i), reward=self._last[i], terminated=terminated,
+                truncated=truncated, valid=valid, applied_action=name, feedback=feedback)
+        return StepResult(transitions=transitions,
+                          next_agents=[] if self._done else list(self._agents),
+                          metrics=self.metrics(), done=self._done)
+
+    def metrics(self) -> dict[str, Any]:
+        n = len(self._agents)
+        total = float(sum(self._returns))
+        return {
+            "progression": sum(1 for r in self._returns if r > 0) / n if n else 0.0,
+            "substrate": self._spec.name,
+            "steps": self._steps,
+            "returns": {a: float(self._returns[i]) for i, a in enumerate(self._agents)},
+            "collective_return": total,
+            "per_capita_return": total / n if n else 0.0,
+            "events": dict(sorted(self._events.items())),
+            "roles": {a: self._roles[i] for i, a in enumerate(self._agents)},
+            "end_reason": self._end_reason,
+        }
+
+    def render(self) -> np.ndarray:
+        if self._obs is None:
+            self.reset()
+        assert self._obs is not None
+        return np.ascontiguousarray(self._obs["WORLD.RGB"], dtype=np.uint8)
+
+    def close(self) -> None:
+        self._closed = True
+        env, self._env = self._env, None
+        if env is not None:
+            env.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _index(self, agent: str) -> int:
+        try:
+            return self._agents.index(agent)
+        except ValueError:
+            raise KeyError(f"unknown agent {agent!r}; agents: "
+                           f"{', '.join(self._agents)}") from None
+
+    def decoded(self, index: int) -> View:
+        """Player ``index``'s decoded view (also used by the tests)."""
+        assert self._obs is not None
+        obs = self._obs
+        return decode_view(np.asarray(obs[f"{index + 1}.LAYER"]), self._table,
+                           int(obs[f"{index + 1}.ORIENTATION"]), self._spec.view, index)
+
+    def _scalars(self, index: int) -> dict[str, np.ndarray]:
+        assert self._obs is not None
+        found = {}
+        for name in self._spec.observations:
+            key = f"{index + 1}.{name}"
+            if name in PERMITTED and key in self._obs:
+                found[name] = np.asarray(self._obs[key])
+        return found
+
+    def _view(self, index: int) -> AgentView:
+        assert self._obs is not None
+        obs = self._obs
+        position = np.asarray(obs[f"{index + 1}.POSITION"], dtype=np.int64)
+        orientation = int(obs[f"{index + 1}.ORIENTATION"])
+        view = self.decoded(index)
+        scalars = self._scalars(index)
+        text = describe(player=index, num_players=len(self._agents), step=self._steps,
+                        max_steps=self._max_steps, reward=self._last[index],
+                        total=self._returns[index], position=position,
+                        orientation=orientation, view=view, table=self._table,
+                        window=self._spec.view, scalars=scalars)
+        image = None
+        if self._options.render_image:
+            image = crop_rgb(np.asarray(obs[f"{index + 1}.RGB"]), self._spec.radius,
+                             self._spec.view)
+        tensors = {name: np.asarray(value, dtype=np.float64) for name, value in scalars.items()}
+        tensors["POSITION"] = position
+        tensors["ORIENTATION"] = np.array(orientation, dtype=np.int64)
+        info: dict[str, Any] = {"position": [int(position[0]), int(position[1])],
+                                "orientation": orientation, "on_map": view.on_grid}
+        if self._options.oracle:
+            seed = self._steps + 7 * int(position[0]) + 13 * int(position[1])
+            info["expert_action"] = oracle.expert_action(self._spec, view, self._table, index,
+                                                         scalars, seed)
+        return AgentView(long_term_context=text, image=image, tensors=tensors, info=info)

@@ -1,0 +1,25 @@
+"""The meltingpot family's manifest (``moria.families``): Melting Pot's social dilemmas
+(every substrate the family decodes is a task; ``moria tasks --env meltingpot`` lists them)."""
+
+from __future__ import annotations
+
+from moria.families import FamilyManifest, SuiteEntry
+
+MANIFESTS = [FamilyManifest(
+    name="meltingpot", entry_point="env_server.families.meltingpot:MeltingPotFamily",
+    suites={"mosaic": SuiteEntry(
+        position=3, default_tasks=("commons_harvest__open",
+                                   "prisoners_dilemma_in_the_matrix__repeated",
+                                   "stag_hunt_in_the_matrix__repeated",
+                                   "collaborative_cooking__asymmetric", "clean_up"),
+        episodes_per_task=2)},
+    oracle_source="meltingpot-greedy", extra="meltingpot",
+    image="meltingpot",
+    # every substrate name starts with one of these (`moria tasks --env meltingpot`)
+    id_prefixes=("bach_or_stravinsky_in_the_matrix__", "chicken_in_the_matrix__", "clean_up",
+                 "coins", "collaborative_cooking__", "commons_harvest__",
+                 "prisoners_dilemma_in_the_matrix__", "pure_coordination_in_the_matrix__",
+                 "rationalizable_coordination_in_the_matrix__",
+                 "running_with_scissors_in_the_matrix__", "stag_hunt_in_the_matrix__"),
+    options_help="assets: PATH of the assets tarball (scenarios; they need tensorflow)",
+)]

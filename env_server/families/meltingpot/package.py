@@ -1,0 +1,80 @@
+"""Loading dm-meltingpot's substrate code without its bots.
+
+``import meltingpot`` runs the package's ``__init__``, which imports ``meltingpot.bot`` and so
+tensorflow (the scenarios' background bots are TensorFlow saved models), and
+``meltingpot.substrate`` imports chex (and so jax) for a dataclass of its reactive observables.
+The substrates need neither: a substrate is a Python config (``meltingpot.configs.substrates``)
+that ``meltingpot.utils.substrates.builder`` turns into a dmlab2d environment running the Lua
+files shipped in the package. So this module registers the ``meltingpot`` package object without
+running its ``__init__`` and imports only those two modules; the family does the multi-player
+bookkeeping itself (``env_server/families/meltingpot/game.py``), as the package's wrappers do.
+
+Scenarios (substrates with background bots) do need tensorflow and the assets tarball:
+``scenario_support`` says whether this process can run them, and why not.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import threading
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+#: The version the family is written against (``install_package.py`` installs it).
+PACKAGE_VERSION = "2.4.1"
+
+_LOCK = threading.Lock()
+
+
+def _register_package() -> None:
+    """Put the ``meltingpot`` package in ``sys.modules`` without executing its ``__init__``
+    (which would import tensorflow). A package already imported is left as it is.
+
+    Raises ModuleNotFoundError (name ``meltingpot``) when dm-meltingpot is not installed."""
+    if "meltingpot" in sys.modules:
+        return
+    spec = importlib.util.find_spec("meltingpot")
+    if spec is None or spec.submodule_search_locations is None:
+        raise ModuleNotFoundError("No module named 'meltingpot' (install it with "
+                                  "`make install`, or python "
+                                  "env_server/families/meltingpot/install_package.py)",
+                                  name="meltingpot")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["meltingpot"] = module
+
+
+@dataclass(frozen=True)
+class Modules:
+    """The package modules the family uses: ``configs`` (``meltingpot.configs.substrates``:
+    ``SUBSTRATES``, ``get_config``) and ``builder`` (``meltingpot.utils.substrates.builder``)."""
+
+    configs: Any
+    builder: Any
+
+
+_MODULES: Modules | None = None
+
+
+def modules() -> Modules:
+    """Import (once) and return the substrate modules. Raises ModuleNotFoundError when
+    dm-meltingpot or one of its substrate dependencies (dmlab2d, ml_collections, ...) is
+    missing."""
+    global _MODULES
+    with _LOCK:
+        if _MODULES is None:
+            _register_package()
+            configs: ModuleType = importlib.import_module("meltingpot.configs.substrates")
+            builder: ModuleType = importlib.import_module("meltingpot.utils.substrates.builder")
+            _MODULES = Modules(configs=configs, builder=builder)
+        return _MODULES
+
+
+def scenario_support() -> str:
+    """"" when this process can run scenarios (tensorflow importable), else the reason."""
+    if importlib.util.find_spec("tensorflow") is None:
+        return ("scenarios need tensorflow (the background bots are TensorFlow saved models), "
+                "which the meltingpot extra does not install")
+    return ""

@@ -1,0 +1,123 @@
+"""The meltingpot family: tasks, options, actions, metrics and its oracle (real dm-meltingpot)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+if importlib.util.find_spec("meltingpot") is None or importlib.util.find_spec("dmlab2d") is None:
+    pytest.skip("dm-meltingpot/dmlab2d are not installed (make install installs them)",
+                allow_module_level=True)
+
+from env_server.families import load_family
+from env_server.families.meltingpot.substrates import HEADLINE
+from env_server.game import (
+    GameOptionError,
+    GameOptions,
+    PlayerSpec,
+    TaskNotFoundError,
+)
+
+
+@pytest.fixture(scope="module")
+def family():
+    return load_family("meltingpot")
+
+
+def test_tasks_list_the_social_dilemmas_first(family) -> None:
+    tasks = family.list_tasks()
+    assert [t.task for t in tasks[:len(HEADLINE)]] == list(HEADLINE)
+    first = tasks[0]
+    assert (first.num_agents, first.max_steps, first.default_action) == (7, 5000, "NOOP")
+    assert "scenarios are unavailable" in first.description
+    pd = next(t for t in tasks if t.task == "prisoners_dilemma_in_the_matrix__repeated")
+    assert pd.num_agents == 2
+
+
+def test_actions_are_the_substrates_named_action_set(family) -> None:
+    game = family.open("commons_harvest__open", GameOptions(seed=1))
+    try:
+        assert [a.name for a in game.actions("player_0")] == [
+            "NOOP", "FORWARD", "BACKWARD", "STEP_LEFT", "STEP_RIGHT", "TURN_LEFT", "TURN_RIGHT",
+            "FIRE_ZAP"]
+        assert game.agents == [f"player_{i}" for i in range(7)]
+    finally:
+        game.close()
+    game = family.open("clean_up", GameOptions(seed=1))
+    try:
+        assert "FIRE_CLEAN" in [a.name for a in game.actions("player_0")]
+    finally:
+        game.close()
+
+
+def test_options_are_checked(family) -> None:
+    with pytest.raises(TaskNotFoundError):
+        family.open("no_such_substrate", GameOptions(seed=1))
+    with pytest.raises(GameOptionError, match="allowed: assets"):
+        family.open("clean_up", GameOptions(seed=1, kwargs={"bogus": 1}))
+    with pytest.raises(GameOptionError, match="assets"):
+        family.open("clean_up", GameOptions(seed=1, kwargs={"assets": "/no/such/tarball"}))
+    with pytest.raises(GameOptionError, match="unknown agent id"):
+        family.open("clean_up", GameOptions(seed=1, players=[PlayerSpec("agent_0")]))
+    with pytest.raises(GameOptionError, match="role"):
+        family.open("clean_up", GameOptions(seed=1, players=[PlayerSpec("player_0", "chef")]))
+    with pytest.raises(GameOptionError, match="max_steps"):
+        family.open("clean_up", GameOptions(seed=1, max_steps=0))
+
+
+def test_invalid_answer_is_noop_and_metrics_report_every_player(family) -> None:
+    game = family.open("prisoners_dilemma_in_the_matrix__repeated",
+                       GameOptions(seed=2, max_steps=3))
+    try:
+        game.reset(2)
+        result = game.step({"player_0": "jump over the moon", "player_1": 1})
+        bad, good = result.transitions["player_0"], result.transitions["player_1"]
+        assert (bad.valid, bad.applied_action) == (False, "NOOP") and bad.feedback
+        assert (good.valid, good.applied_action) == (True, "FORWARD")
+        assert bad.feedback not in bad.view.long_term_context
+        for _ in range(2):
+            result = game.step({"player_0": "NOOP", "player_1": "NOOP"})
+        assert result.done and result.transitions["player_0"].truncated
+        metrics = result.metrics
+        assert set(metrics["returns"]) == {"player_0", "player_1"}
+        assert metrics["end_reason"] == "step_limit" and metrics["steps"] == 3
+        assert 0.0 <= metrics["progression"] <= 1.0
+        with pytest.raises(RuntimeError):
+            game.step({"player_0": "NOOP", "player_1": "NOOP"})
+    finally:
+        game.close()
+
+
+@pytest.mark.parametrize(("task", "steps"), [
+    ("commons_harvest__open", 300),
+    # the matrix games pay only after both players collected a resource and one of them fired
+    # the interaction beam at the other (and the result was shown for 16 frames)
+    ("prisoners_dilemma_in_the_matrix__repeated", 1000),
+    ("stag_hunt_in_the_matrix__repeated", 1000),
+])
+def test_oracle_earns_rewards(family, task: str, steps: int) -> None:
+    """Every seat playing the expert: the substrate pays rewards (apples eaten, matrix-game
+    interactions) within the given steps."""
+    game = family.open(task, GameOptions(seed=4, oracle=True, max_steps=steps))
+    try:
+        views = game.reset(4)
+        result = None
+        while result is None or not result.done:
+            result = game.step({a: v.info["expert_action"] for a, v in views.items()})
+            views = {a: t.view for a, t in result.transitions.items()}
+        assert result.metrics["collective_return"] > 0, result.metrics
+        assert result.metrics["events"], result.metrics
+    finally:
+        game.close()
+
+
+def test_image_only_when_asked(family) -> None:
+    game = family.open("clean_up", GameOptions(seed=1))
+    try:
+        views = game.reset(1)
+        assert all(v.image is None for v in views.values())
+        frame = game.render()
+        assert frame.ndim == 3 and frame.shape[2] == 3
+    finally:
+        game.close()
