@@ -339,13 +339,15 @@ def _server_flags_problem(cert: str | None, key: str | None, client_ca: str | No
 class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
     """Rejects every call lacking ``authorization: Bearer <token>`` with UNAUTHENTICATED.
 
-    The comparison is constant-time (``hmac.compare_digest``). Methods whose full name starts
+    The scheme is matched case-insensitively (``bearer``, ``BEARER``: RFC 7235 section 2.1)
+    and may be followed by more than one space; the token itself must match exactly. The
+    token comparison is constant-time (``hmac.compare_digest``). Methods whose full name starts
     with one of ``open_prefixes`` (default: the health service, so probes work) pass without a
     token. The rejection message never echoes what the client sent.
     """
 
     def __init__(self, token: SecretStr, open_prefixes: Sequence[str] = (HEALTH_SERVICE_PREFIX,)):
-        self._expected = f"Bearer {token.get_secret_value()}".encode()
+        self._expected = token.get_secret_value().encode()
         self._open = tuple(open_prefixes)
 
     def __repr__(self) -> str:
@@ -359,7 +361,8 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
                 continue
             given = value.encode() if isinstance(value, str) else bytes(value)
             # Always compare every authorization entry (no early exit on the first mismatch).
-            ok = hmac.compare_digest(given, self._expected) or ok
+            token = bearer_credentials(given)
+            ok = (token is not None and hmac.compare_digest(token, self._expected)) or ok
         return ok
 
     async def intercept_service(self, continuation: Any,
@@ -372,6 +375,18 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None  # unknown method: let gRPC answer UNIMPLEMENTED
         return _deny_handler(handler)
+
+
+def bearer_credentials(value: bytes) -> bytes | None:
+    """The token of an ``authorization`` value in the ``Bearer`` scheme, else None.
+
+    RFC 7235 (2.1): the auth-scheme is a case-insensitive token followed by one or more spaces
+    and the credentials, so ``Bearer t``, ``bearer t`` and ``BEARER  t`` all give ``t``;
+    ``Basic t`` or a bare ``t`` give None."""
+    scheme, sep, rest = value.partition(b" ")
+    if not sep or scheme.lower() != b"bearer":
+        return None
+    return rest.lstrip(b" ")
 
 
 async def _deny(request: Any, context: grpc.aio.ServicerContext) -> None:

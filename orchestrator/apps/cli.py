@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,9 +56,43 @@ FULL_PROTOCOL_HINT = (
 )
 
 
-def _stderr_console() -> Console:
-    """The console for messages and progress on stderr; a message is never wrapped, so an
-    error stays one line that a script can grep."""
+#: The commands installed next to ``moria`` (pyproject ``[project.scripts]``), for
+#: ``moria --help``.
+COMPANION_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("llm-worker", "the MOSAIC worker: one player (LLM, scripted, rl, human, ...) on one env, "
+                   "autonomous or driven by JSON lines on stdin (--interactive); see "
+                   "`llm-worker --help` and docs/worker.md"),
+    ("vlm-worker", "llm-worker with the env's frames in the prompt (--max-image-history)"),
+    ("moria-env", "the env server alone (as `moria serve env`)"),
+    ("moria-agent", "the agent (policy) server alone (as `moria serve agent`)"),
+)
+
+
+class _NamesWholeFormatter(argparse.HelpFormatter):
+    """argparse's help layout, but a line never breaks inside a hyphenated name
+    (``local-model``, ``llm-worker``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def _epilog() -> str:
+    """``moria --help``'s closing lines: the companion commands, each wrapped at 79 columns
+    under its name (words are never split)."""
+    width = max(len(name) for name, _ in COMPANION_COMMANDS)
+    indent = " " * (width + 4)
+    lines = [textwrap.fill(text, 79, initial_indent=f"  {name:<{width}}  ",
+                           subsequent_indent=indent, break_on_hyphens=False,
+                           break_long_words=False)
+             for name, text in COMPANION_COMMANDS]
+    return ("also installed with moria:\n" + "\n".join(lines)
+            + "\n\n`moria COMMAND --help` shows a command's flags.")
+
+
+def stderr_console() -> Console:
+    """The console for messages and progress on stderr (every ``moria`` command prints its
+    errors and hints with it): a message is never wrapped, so an error stays one line that a
+    script can grep and a command in a hint stays one line that can be pasted."""
     return Console(stderr=True, soft_wrap=True)
 
 
@@ -78,7 +113,7 @@ async def _terminable(work: Coroutine[Any, Any, T]) -> T:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from orchestrator.plan.spec import SpecError, load_spec
 
-    console = _stderr_console()
+    console = stderr_console()
     try:
         spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
                                        *args.overrides])
@@ -206,7 +241,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from orchestrator.report.summary import previous_extra, summarize
     from orchestrator.report.tables import print_report
 
-    console = _stderr_console()
+    console = stderr_console()
     directory = args.dname or args.dir
     try:
         if directory is None:
@@ -234,7 +269,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
     """The MOSAIC domain-harness form: ``--domain balrog_<env> --run_id ID --num_samples N``."""
     from orchestrator.plan.spec import SpecError, load_spec
 
-    console = _stderr_console()
+    console = stderr_console()
     try:
         envs = _domain_envs(args.domain)
         if "/" in args.run_id or args.run_id in ("", ".", ".."):
@@ -253,7 +288,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from orchestrator.apps.prepare import SOURCES, PrepareError, prepare_sources, sources_for
 
-    console = _stderr_console()
+    console = stderr_console()
     try:
         sources = sources_for(args.env) if args.env else list(SOURCES.values())
     except ValueError as exc:
@@ -296,7 +331,7 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
         schedule,
     )
 
-    console = _stderr_console()
+    console = stderr_console()
     try:
         spec = load_tournament(args.config, args.overrides)
     except (TournamentSpecError, ValueError) as exc:
@@ -336,7 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``moria``."""
     from orchestrator.suites.balrog import SUITES
 
-    parser = argparse.ArgumentParser(prog="moria", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="moria", description="Evaluate LLM and VLM players on games over gRPC "
+        "(BALROG's benchmarks, MOSAIC's multi-agent games).", epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log-level", default="WARNING", help="stderr log level")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -388,10 +426,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="accepted for compatibility; summaries are always recomputed")
     rp.set_defaults(func=_cmd_report)
 
-    pp = sub.add_parser("prepare", help="build game data and model weights once (offline)")
-    pp.add_argument("--env", action="append", metavar="NAME",
-                    help="only this env or data (textworld, minihack, boxoban, local-model); "
-                         "repeatable; default: everything")
+    from orchestrator.apps.prepare import env_help
+
+    pp = sub.add_parser("prepare", help="build game data and model weights once (offline)",
+                        description="Build game data and model weights once (offline), for "
+                        "every family that reads any, or only those named with --env.",
+                        formatter_class=_NamesWholeFormatter)
+    pp.add_argument("--env", action="append", metavar="NAME", help=env_help())
     pp.add_argument("--no-progress", action="store_true", help="no progress bar")
     pp.set_defaults(func=_cmd_prepare)
 

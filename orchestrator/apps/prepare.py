@@ -97,6 +97,19 @@ def _all_sources() -> dict[str, Source]:
 SOURCES: dict[str, Source] = _all_sources()
 
 
+def env_help() -> str:
+    """The ``moria prepare --env`` help: every family (from ``moria/families.json``, so a new
+    family is listed without touching this) and every data source, saying which families
+    have data to build."""
+    readers = {env: [s.name for s in SOURCES.values() if env in s.envs] for env in families()}
+    names = [f"{env} ({', '.join(data)})" if data else env
+             for env, data in sorted(readers.items())]
+    return ("only this env family or data source; repeatable; default: everything. "
+            f"Families: {', '.join(names)} (in parentheses: the data each one reads; the "
+            "others need nothing built). Data sources: " + ", ".join(sorted(SOURCES))
+            + f" ({LOCAL_MODEL}: the local model's weights)")
+
+
 def sources_for(names: Iterable[str]) -> list[Source]:
     """The sources for env names (``textworld``, ``minihack``) or source names
     (``boxoban``, ``local-model``). Raises ``ValueError`` naming what is allowed."""

@@ -52,7 +52,7 @@ from rich.table import Table
 from moria.config import ClientConfig
 from moria.families import families
 from moria.files import atomic_write_text
-from orchestrator.core.runner import run_evaluation
+from orchestrator.core.runner import PreflightError, run_evaluation
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.overrides import apply_overrides
 from orchestrator.plan.spec import (
@@ -300,10 +300,51 @@ def load_tournament(path: str | Path, overrides: list[str] | None = None) -> Tou
                                   + ", ".join(TournamentSpec.model_fields))
     data = apply_overrides(loaded, overrides or [])
     try:
-        return TournamentSpec.model_validate(data)
+        spec = TournamentSpec.model_validate(data)
     except ValidationError as exc:
         raise TournamentSpecError(
             describe_errors(exc, TournamentSpec, "tournament spec")) from None
+    return resolve_checkpoints(spec, p.parent)
+
+
+#: What a checkpoint file is expected to be (the agent server checks its content at Begin).
+CHECKPOINT_KIND = "a moria-mlp .npz policy file (docs/rl-checkpoints.md)"
+
+
+def resolve_checkpoints(spec: TournamentSpec, spec_dir: Path | None = None) -> TournamentSpec:
+    """Every player's ``agent.checkpoint`` made absolute and checked to be a file, before any
+    game, so a wrong path stops the tournament before match 1 instead of at the first match
+    that seats that player. A relative path is looked for from the current directory first,
+    then from ``spec_dir`` (the tournament file's folder): the README's
+    ``examples/checkpoints/...`` paths work from the repository root, or from a spec file
+    kept there. With ``endpoints``, paths name files of those servers and are left as given.
+
+    Returns ``spec``, changed in place. Raises TournamentSpecError naming each missing path
+    (its dotted key, the path as given and every place looked).
+    """
+    if spec.endpoints.configured:
+        return spec
+    problems = []
+    for name, player in spec.players.items():
+        agent = player.agent
+        if agent is None or not agent.checkpoint:
+            continue
+        given = Path(agent.checkpoint).expanduser()
+        bases = [Path.cwd()] if given.is_absolute() else [
+            Path.cwd(), *([spec_dir.resolve()] if spec_dir is not None else [])]
+        looked = list(dict.fromkeys((base / given).resolve() for base in bases))
+        found = next((path for path in looked if path.is_file()), None)
+        if found is not None:
+            agent.checkpoint = str(found)
+            continue
+        problems.append(
+            f"players.{name}.agent.checkpoint: no file {agent.checkpoint!r}; looked for "
+            + " and ".join(str(path) for path in looked) + f" (expected {CHECKPOINT_KIND}; "
+            "a relative path is taken from the current directory, then from the tournament "
+            "file's folder)")
+    if problems:
+        raise TournamentSpecError("\n".join(problems))
+    return spec
 
 
 # -- scheduling -------------------------------------------------------------------------------
@@ -357,10 +398,15 @@ async def run_tournament(spec: TournamentSpec, *, console: Console | None = None
     play. Returns the TournamentResult; ``tournament.json`` and ``tournament.md`` are written.
 
     Raises:
-        orchestrator.core.runner.PreflightError: a server rejects a player's config or the seats.
+        orchestrator.core.runner.PreflightError: a player's checkpoint file does not exist
+            (before any game), or a server rejects a player's config or the seats.
         orchestrator.core.stack.StackError: a local server failed.
     """
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
+    try:  # every player's file, before match 1 (load_tournament checked them too)
+        resolve_checkpoints(spec)
+    except TournamentSpecError as exc:
+        raise PreflightError(str(exc)) from None
     out = spec.output_dir
     out.mkdir(parents=True, exist_ok=True)
     todo = pending_matches(spec)
