@@ -14,7 +14,7 @@ Shapes and units:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,19 @@ class PlayerSpec:
     agent_id: str
     role: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def check_player_ids(players: Iterable[PlayerSpec], ids: Sequence[str]) -> None:
+    """Raise GameOptionError for the first ``PlayerSpec`` whose ``agent_id`` is not one of the
+    game's ``ids`` (the message lists them) or that names an agent a second time."""
+    seen: set[str] = set()
+    for player in players:
+        if player.agent_id not in ids:
+            raise GameOptionError(f"players: unknown agent id {player.agent_id!r}; this game "
+                                  f"has {', '.join(ids)}")
+        if player.agent_id in seen:
+            raise GameOptionError(f"players: {player.agent_id!r} appears twice")
+        seen.add(player.agent_id)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.game import (
+    Family,
+    Game,
+    GameOptionError,
+    GameOptions,
+    TaskInfo,
+    TaskNotFoundError,
+    check_player_ids,
+)
 from env_server.options import reject_unknown, step_limit
 
 FAMILY_OPTIONS = ["assets"]
@@ -82,14 +90,8 @@ class MeltingPotFamily(Family):
         ids = [agent_id(i) for i in range(spec.num_players)]
         roles = list(spec.roles)
         valid_roles = set(modules().configs.get_config(task).valid_roles)
-        seen: set[str] = set()
+        check_player_ids(options.players, ids)
         for player in options.players:
-            if player.agent_id not in ids:
-                raise GameOptionError(f"players: unknown agent id {player.agent_id!r}; this "
-                                      f"game has {', '.join(ids)}")
-            if player.agent_id in seen:
-                raise GameOptionError(f"players: {player.agent_id!r} appears twice")
-            seen.add(player.agent_id)
             if player.options:
                 raise GameOptionError(f"player {player.agent_id}: meltingpot seats take no "
                                       f"options; got {', '.join(sorted(player.options))}")

@@ -26,7 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.game import (
+    Family,
+    Game,
+    GameOptionError,
+    GameOptions,
+    TaskInfo,
+    TaskNotFoundError,
+    check_player_ids,
+)
 from env_server.options import pop_choice, pop_int, reject_unknown, step_limit
 
 PLAYER_OPTIONS = ["coordination_level", "observation_mode", "role"]
@@ -105,12 +113,8 @@ def plan_players(kind: str, team_indices: tuple[int, ...], options: GameOptions)
     reject_unknown(kwargs, "multigrid", FAMILY_OPTIONS)
 
     asked: dict[str, tuple[int, str, str]] = {}
+    check_player_ids(options.players, ids)
     for player in options.players:
-        if player.agent_id not in ids:
-            raise GameOptionError(f"players: unknown agent id {player.agent_id!r}; this game "
-                                  f"has {', '.join(ids)}")
-        if player.agent_id in asked:
-            raise GameOptionError(f"players: {player.agent_id!r} appears twice")
         opts = dict(player.options)
         level = pop_int(opts, "coordination_level", default_level, LEVELS[0], LEVELS[-1])
         mode = pop_choice(opts, "observation_mode", default_mode, OBSERVATION_MODES)
