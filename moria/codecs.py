@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from moria.common.v1 import types_pb2
 
@@ -138,28 +138,80 @@ def png_bytes(image: types_pb2.Image) -> bytes:
 
 
 def struct_from_dict(data: dict[str, Any] | None) -> struct_pb2.Struct:
-    """A JSON-able dict as a protobuf Struct (numpy scalars are converted)."""
+    """A JSON-able dict as a protobuf Struct (numpy scalars and arrays are converted; keys
+    become strings). The same message as ``Struct.update`` builds, written field by field: a
+    per-step metrics dict costs about a quarter of ``update``'s time. Raises ValueError for a
+    value JSON has no form for (as ``update`` does)."""
     out = struct_pb2.Struct()
     if data:
-        out.update(_jsonable(data))
+        _set_fields(out, data)
     return out
 
 
+def _set_fields(struct: struct_pb2.Struct, data: dict[Any, Any]) -> None:
+    if not all(type(key) is str for key in data):
+        data = {str(key): value for key, value in data.items()}  # 5 then "5": the later wins
+    fields = struct.fields
+    for key, value in data.items():
+        _set_value(fields[key], value)
+
+
+def _set_value(target: struct_pb2.Value, value: Any) -> None:
+    """Write ``value`` into the empty ``target`` Value (the cases ``Struct.update`` takes)."""
+    kind = type(value)
+    if kind is str:
+        target.string_value = value
+    elif kind is bool:
+        target.bool_value = value
+    elif kind is float or kind is int:
+        target.number_value = value
+    elif value is None:
+        target.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(value, dict):
+        target.struct_value.SetInParent()  # an empty dict is still a struct_value
+        _set_fields(target.struct_value, value)
+    elif isinstance(value, list | tuple):
+        values = target.list_value
+        values.SetInParent()
+        for item in value:
+            _set_value(values.values.add(), item)
+    elif isinstance(value, np.ndarray):
+        _set_value(target, value.tolist())
+    elif isinstance(value, np.generic):
+        _set_value(target, value.item())
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int | float):
+        target.number_value = value
+    else:
+        raise ValueError(f"Unexpected type {type(value).__name__} in a Struct")
+
+
 def dict_from_struct(struct: struct_pb2.Struct) -> dict[str, Any]:
-    """A protobuf Struct as a plain dict (numbers come back as float, as JSON has them)."""
-    return json_format.MessageToDict(struct)
+    """A protobuf Struct as a plain dict (numbers come back as float, as JSON has them): what
+    ``json_format.MessageToDict`` gives, read field by field (a few times faster). Raises
+    ValueError for a non-finite number (JSON has no form for it), as ``MessageToDict`` does."""
+    return {key: _python_value(value) for key, value in struct.fields.items()}
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
+def _python_value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        number = value.number_value
+        if not math.isfinite(number):
+            raise ValueError(f"a Struct number with no JSON form: {number}")
+        return number
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return dict_from_struct(value.struct_value)
+    if kind == "list_value":
+        return [_python_value(item) for item in value.list_value.values]
+    return None  # null_value, or a Value with no kind set
 
 
 def text_action(text: str) -> types_pb2.Action:

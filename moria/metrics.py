@@ -91,16 +91,25 @@ class Metrics:
         self.rpc_errors = Counter(
             "moria_rpc_errors_total", "RPCs that ended with a non-OK gRPC status, by the "
             "status code name.", ["service", "code"], registry=reg)
+        # the labelled children counted on every step and act, looked up once per label value
+        self._step_counters: dict[str, Any] = {}
+        self._act_counters: dict[str, Any] = {}
 
     # ---- hooks -------------------------------------------------------------------------------
 
     def step(self, family: str) -> None:
         """Count one game step of ``family``."""
-        self.env_steps.labels(family=family).inc()
+        counter = self._step_counters.get(family)
+        if counter is None:
+            counter = self._step_counters[family] = self.env_steps.labels(family=family)
+        counter.inc()
 
     def act(self, strategy: str) -> None:
         """Count one Act answer of ``strategy`` (the agent type, e.g. ``naive``)."""
-        self.policy_acts.labels(strategy=strategy).inc()
+        counter = self._act_counters.get(strategy)
+        if counter is None:
+            counter = self._act_counters[strategy] = self.policy_acts.labels(strategy=strategy)
+        counter.inc()
 
     def rpc_error(self, service: str, code: grpc.StatusCode | None) -> None:
         """Count one RPC of ``service`` ended with ``code`` (None counts as ``UNKNOWN``; ``OK``

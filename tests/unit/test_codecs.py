@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from google.protobuf import json_format, struct_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moria.codecs import (
     CodecError,
@@ -85,3 +88,61 @@ def test_struct_round_trip_with_numpy_values() -> None:
             "nested": {"ok": True}}
     assert dict_from_struct(struct_from_dict(data)) == {
         "progression": 0.5, "steps": 3.0, "names": ["a", "b"], "nested": {"ok": True}}
+
+
+#: JSON-like values as metrics and infos hold them: scalars, nested dicts and lists, numpy
+#: scalars and arrays (``Struct.update`` takes the same after ``.item()`` / ``.tolist()``).
+_SCALARS = (st.none() | st.booleans() | st.integers(-2**53, 2**53)
+            | st.floats(allow_nan=False) | st.text(max_size=20)
+            | st.integers(-1000, 1000).map(np.int64) | st.floats(-1e6, 1e6).map(np.float32)
+            | st.booleans().map(np.bool_))
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                   | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+                   | st.lists(st.integers(-9, 9), max_size=4).map(np.array)),
+    max_leaves=12)
+
+
+def _reference(value: object) -> object:
+    """``value`` as ``Struct.update`` takes it (numpy converted, tuples as lists)."""
+    if isinstance(value, dict):
+        return {str(k): _reference(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_reference(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8) | st.integers(0, 9), _VALUES, max_size=6))
+def test_struct_from_dict_builds_what_struct_update_builds(data: dict) -> None:
+    expected = struct_pb2.Struct()
+    expected.update(_reference(data))
+    assert struct_from_dict(data) == expected
+
+
+def test_struct_from_dict_keeps_empty_containers_and_refuses_other_types() -> None:
+    built = struct_from_dict({"d": {}, "l": [], "n": None})
+    assert built.fields["d"].WhichOneof("kind") == "struct_value"
+    assert built.fields["l"].WhichOneof("kind") == "list_value"
+    assert built.fields["n"].WhichOneof("kind") == "null_value"
+    with pytest.raises(ValueError, match="Unexpected type object"):
+        struct_from_dict({"x": object()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), _VALUES | st.floats(), max_size=6))
+def test_dict_from_struct_reads_what_message_to_dict_reads(data: dict) -> None:
+    struct = struct_pb2.Struct()
+    struct.update(_reference(data))
+    try:
+        expected = json_format.MessageToDict(struct)
+    except ValueError:  # a non-finite number: no JSON form
+        with pytest.raises(ValueError, match="no JSON form"):
+            dict_from_struct(struct)
+        return
+    assert dict_from_struct(struct) == expected
