@@ -1,6 +1,6 @@
 """Every container entry point, run as a plain process (no Docker engine here).
 
-For the 7 env-family images, the agent image and the orchestrator image, the command line and
+For every env-family image, the agent image and the orchestrator image, the command line and
 environment come from the image's own Dockerfile (runtime stage: ENTRYPOINT + CMD, ENV,
 HEALTHCHECK), so the test fails as soon as they drift. Only what a container would provide
 differently is mapped:
@@ -43,7 +43,7 @@ from tests.support.waiting import wait_until
 #: every image: the env families, the agent server and the orchestrator service
 SERVER_IMAGES = (*dockerfiles.ENV_IMAGES, "agent", "orchestrator")
 VENV_BIN = Path(sys.executable).parent
-START_TIMEOUT_S = 180.0  # 9 servers importing at once on 2 shared cores
+START_TIMEOUT_S = 180.0  # 10 servers importing at once on 2 shared cores
 STOP_TIMEOUT_S = 40.0
 #: the port every image serves /metrics on (EXPOSE's second port, the manifests' "metrics" port)
 METRICS_PORT = 9100

@@ -109,6 +109,13 @@ def test_dockerfiles_carry_the_fixed_needs() -> None:
     assert "build-essential" not in runtime_stage("agent")
     # the orchestrator's working directory (Compose's state volume copies its owner)
     assert "install -d -o 10001 -g 10001 -m 0750 /data" in runtime_stage("orchestrator")
+    # dm-meltingpot 2.4.1 is an sdist whose build downloads its bots' assets: the family's
+    # script builds it with a placeholder tarball, after the source is copied and before the
+    # project is installed
+    melting = build_stage("meltingpot")
+    script = "RUN /opt/moria/venv/bin/python env_server/families/meltingpot/install_package.py"
+    assert melting.index("COPY env_server/") < melting.index(script) < melting.index(
+        "--no-deps .")
 
 
 @pytest.mark.parametrize("image", dockerfiles.ALL_IMAGES)
@@ -154,13 +161,23 @@ def _pip_installs(runs: str, *, no_deps: bool) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(("image", "extra", "data"), [
+#: each image's extra and baked data, written here independently of the manifests
+IMAGE_EXTRA_AND_DATA = [
     ("babyai", "babyai", None), ("nethack", "nethack", "--env boxoban"),
     ("crafter", "crafter", None), ("textworld", "textworld", "--env textworld"),
     ("babaisai", None, None), ("multigrid", "multigrid", None),
-    ("pettingzoo", "pettingzoo", None), ("agent", "agent", "--env local-model"),
+    ("pettingzoo", "pettingzoo", None), ("meltingpot", "meltingpot", None),
+    ("agent", "agent", "--env local-model"),
     ("orchestrator", None, None),
-])
+]
+
+
+def test_every_image_has_its_extra_and_data_listed() -> None:
+    assert sorted(image for image, _, _ in IMAGE_EXTRA_AND_DATA) == sorted(
+        dockerfiles.ALL_IMAGES)
+
+
+@pytest.mark.parametrize(("image", "extra", "data"), IMAGE_EXTRA_AND_DATA)
 def test_each_image_installs_only_its_extra_and_bakes_its_data(
         image: str, extra: str | None, data: str | None) -> None:
     """Every image installs the core requirements and exactly its extra's (in layers before
@@ -279,6 +296,17 @@ def test_compose_runs_the_dockerfiles_own_commands(compose: dict[str, Any]) -> N
         assert port in (50051, 50052, 50070)
 
 
+def test_compose_runs_wait_for_every_server(compose: dict[str, Any]) -> None:
+    """The orchestrator service and the one-run eval service start after every server is
+    healthy (Docker Compose; podman-compose 1.6 ignores the condition, docs/deploy.md)."""
+    services = compose["services"]
+    servers = {f"env-{f}" for f in dockerfiles.ENV_IMAGES} | {"agent"}
+    for name in ("orchestrator", "eval"):
+        depends = services[name]["depends_on"]
+        assert set(depends) == servers, name
+        assert all(d == {"condition": "service_healthy"} for d in depends.values()), name
+
+
 def test_compose_env_network_is_internal_and_only_the_orchestrator_joins_it(
         compose: dict[str, Any]) -> None:
     assert compose["networks"]["envs"]["internal"] is True
@@ -321,7 +349,8 @@ def test_every_pod_meets_pod_security_restricted(rendered: list[dict[str, Any]])
     ns = next(d for d in rendered if d["kind"] == "Namespace")
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     pods = _pods(rendered)
-    assert len(pods) == 10  # 7 env families, agent, orchestrator service, eval job
+    # one per env image, agent, orchestrator service, eval job
+    assert len(pods) == len(dockerfiles.ENV_IMAGES) + 3 == 11
     for name, pod in pods:
         psc = pod["securityContext"]
         assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 10001, name
@@ -370,10 +399,20 @@ def test_pods_run_their_images_commands_with_probes_and_drain_time(
             assert float(dockerfiles.flag(command, "--timeout")) < c[probe]["timeoutSeconds"]
 
 
+def test_local_overlay_runs_every_image_built_here() -> None:
+    """The local overlay runs the :local tag of every image `make images` builds, and only
+    those (kube_test.py plays it with the images of this machine's store)."""
+    images = {c["image"] for _, pod in _pods(_render("overlays/local"))
+              for c in pod["containers"]}
+    assert all(image.endswith(":local") for image in images), images
+    assert {_image_folder(image) for image in images} == set(dockerfiles.ALL_IMAGES)
+
+
 def test_every_server_pod_exposes_metrics_and_is_annotated_for_scraping(
         rendered: list[dict[str, Any]]) -> None:
     servers = [(n, p) for n, p in _pods(rendered) if n != "moria-eval"]
-    assert len(servers) == 9  # 7 env families, agent, orchestrator service
+    # one per env image, agent, orchestrator service
+    assert len(servers) == len(dockerfiles.ENV_IMAGES) + 2 == 10
     for name, pod in servers:
         (c,) = pod["containers"]
         df = dockerfiles.load(_image_folder(c["image"]))

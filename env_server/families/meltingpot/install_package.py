@@ -72,7 +72,10 @@ def install() -> None:
         if len(archives) != 1:
             raise SystemExit(f"expected one sdist in {work}, found {[a.name for a in archives]}")
         with tarfile.open(archives[0]) as tar:
-            tar.extractall(work / "src", filter="data")
+            # the "data" filter exists from Python 3.11.4 (and in backports); Debian bookworm's
+            # 3.11.2 (the local debootstrap base image) has none
+            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(work / "src", **safe)
         roots = [p for p in (work / "src").iterdir() if (p / "setup.py").is_file()]
         if len(roots) != 1:
             raise SystemExit(f"no single source tree with setup.py in {archives[0].name}")
