@@ -380,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run or resume an evaluation")
     ev.add_argument("--config", type=Path, help="YAML or JSON run spec")
-    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars or progress lines")
     ev.add_argument("--hint", action="store_true", help="print how to run the full protocol")
     ev.add_argument("--vlm", action="store_true",
                     help="vision mode: send the env's frames (agent.max_image_history=1)")
@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="at most N episodes per env (round-robin over its tasks)")
     hv.add_argument("--outputs", default="outputs", help="parent folder (default ./outputs)")
     hv.add_argument("--config", type=Path, help="YAML or JSON run spec")
-    hv.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hv.add_argument("--no-progress", action="store_true", help="no progress bars or progress lines")
     hv.add_argument("--vlm", action="store_true",
                     help="vision mode: send the env's frames (agent.max_image_history=1)")
     hv.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
@@ -433,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "every family that reads any, or only those named with --env.",
                         formatter_class=_NamesWholeFormatter)
     pp.add_argument("--env", action="append", metavar="NAME", help=env_help())
-    pp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pp.add_argument("--no-progress", action="store_true", help="no progress bars or progress lines")
     pp.set_defaults(func=_cmd_prepare)
 
     ts = sub.add_parser("tasks", help="list env families and tasks")
@@ -453,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     tn = sub.add_parser("tournament", help="round-robin of players on a two-player game, with "
                         "win rates, confidence intervals and openskill ratings")
     tn.add_argument("config", type=Path, help="YAML or JSON tournament spec")
-    tn.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tn.add_argument("--no-progress", action="store_true", help="no progress bars or progress lines")
     tn.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="tournament-spec overrides, e.g. seeds=4 eval.num_workers=2")
     tn.set_defaults(func=_cmd_tournament)

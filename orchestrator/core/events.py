@@ -9,10 +9,12 @@ A sink that raises stops the run: the files and telemetry are the run's record, 
 
 Kinds, with their fields (JSON-ready values):
 
-- ``run_started``: ``planned`` (episodes in the plan), ``skipped`` (already done), ``run_seed``;
+- ``run_started``: ``planned`` (episodes in the plan), ``skipped`` (already done), ``run_seed``,
+  ``max_steps`` (``eval.max_steps_per_episode``; 0 when the run sets none);
 - ``episode_started``: ``env``, ``task``, ``episode_index``, ``seed``, ``attempt`` (0-based),
   ``env_server``, ``policy_server``;
-- ``step``: ``env``, ``task``, ``episode_index``; ``RunEvent.step`` holds the turn;
+- ``step``: ``env``, ``task``, ``episode_index``, ``max_steps`` (the episode's step cap as the
+  env announced it at open; 0: none); ``RunEvent.step`` holds the turn;
 - ``episode_retried``: ``env``, ``task``, ``episode_index``, ``error``, ``env_server``,
   ``policy_server``;
 - ``episode_finished``: ``RunEvent.episode`` holds the finished (or failed) episode's record;

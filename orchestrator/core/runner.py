@@ -33,6 +33,7 @@ from rich.console import Console
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
+from moria.env.v1 import env_service_pb2 as env_pb
 from moria.files import atomic_write_text, remove_stale_temp_files
 from moria.quoting import quote_names
 from moria.strategies import strategy_facts
@@ -41,6 +42,7 @@ from orchestrator.core.episode import (
     EpisodeSetupError,
     InfrastructureFault,
     PlayerSetupError,
+    StartCallback,
     StepCallback,
     rehearse_start,
     run_episode,
@@ -216,7 +218,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     with TelemetryWriter(out, run_id) as telemetry, ProgressSink(console, show_progress) as bar:
         events = EventStream([EpisodeFilesSink(out), TelemetrySink(telemetry), bar, *sinks])
         await events.emit("run_started", planned=spec.episode_count(), skipped=skipped,
-                          run_seed=spec.eval.seed)
+                          run_seed=spec.eval.seed,
+                          max_steps=spec.eval.max_steps_per_episode or 0)
         pending = (_Queued(EpisodePlan(
             run_id=run_id, env=env, task=task, episode_index=index,
             seed=derive_seed(spec.eval.seed, env, task, index),
@@ -225,9 +228,16 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         cap = spec.eval.max_concurrent_model_calls
         model_slots = asyncio.Semaphore(cap) if cap is not None else None
 
+        step_caps: dict[tuple[str, str, int], int] = {}  # the cap each open episode got
+
+        async def on_start(plan: EpisodePlan, opened: env_pb.OpenResponse) -> None:
+            step_caps[(plan.env, plan.task, plan.episode_index)] = int(opened.max_steps)
+
         async def on_step(plan: EpisodePlan, step: StepRecord) -> None:
             await events.emit("step", step=step, env=plan.env, task=plan.task,
-                              episode_index=plan.episode_index)
+                              episode_index=plan.episode_index,
+                              max_steps=step_caps.get((plan.env, plan.task, plan.episode_index),
+                                                      0))
 
         def next_episode() -> _Queued | None:
             try:
@@ -238,7 +248,9 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         async def worker() -> None:
             while (queued := next_episode()) is not None:
                 record = await _attempt(queued, servers, spec, model_slots, on_step, events,
-                                        retries, on_fault)
+                                        retries, on_fault, on_start)
+                plan = queued.plan
+                step_caps.pop((plan.env, plan.task, plan.episode_index), None)
                 if record is None:
                     continue  # re-queued
                 await events.emit("episode_finished", episode=record)
@@ -290,7 +302,8 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                    model_slots: asyncio.Semaphore | None, on_step: StepCallback,
                    events: EventStream,
                    queue: asyncio.Queue[_Queued],
-                   on_fault: Callable[[], None] | None) -> EpisodeRecord | None:
+                   on_fault: Callable[[], None] | None,
+                   on_start: StartCallback | None = None) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or
     None when an infrastructure fault re-queued it (same seed, a new session)."""
     plan, attempt = queued.plan, queued.attempt
@@ -311,7 +324,8 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                           episode_index=plan.episode_index, seed=plan.seed, attempt=attempt,
                           env_server=env_target, policy_server=policy_target)
         try:
-            record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step)
+            record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step,
+                                       on_start=on_start)
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
             return record
         except InfrastructureFault as exc:

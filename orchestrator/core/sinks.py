@@ -4,22 +4,25 @@
   (``orchestrator.store.episodes.write_episode``, off the event loop: it fsyncs);
 - ``TelemetrySink``: every event becomes a line of the run's JSON-lines telemetry
   (``<run_id>_steps.jsonl``, ``<run_id>_episodes.jsonl``, ``<run_id>_events.jsonl``);
-- ``ProgressSink``: a rich progress bar over the episodes of this invocation.
+- ``ProgressSink``: the progress of this invocation: rich bars of episodes and steps on a
+  terminal, plain ``progress:`` lines otherwise (``orchestrator.report.progress``).
 
 The runner subscribes them in that order, so an episode's files exist before its telemetry line
-and before the bar advances.
+and before the progress shows it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import TaskID
 
 from orchestrator.core.events import RunEvent
-from orchestrator.report.progress import progress_bar
+from orchestrator.report.progress import StepTally, plain_interval, plain_line, progress_bar
 from orchestrator.store.episodes import write_episode
 from orchestrator.store.records import EpisodeRecord
 from orchestrator.store.telemetry import TelemetryWriter
@@ -55,28 +58,120 @@ class TelemetrySink:
 
 
 class ProgressSink:
-    """A progress bar (on ``console``) advanced by each ``episode_finished``; its total is
-    set by ``run_started`` (planned minus skipped). Use as a context manager."""
+    """The run's progress on ``console``, from its events (``orchestrator.report.progress``).
 
-    def __init__(self, console: Console, enabled: bool) -> None:
-        self.progress = progress_bar(console, enabled)
+    On a terminal: two rich bars, episodes done (with the last finished one) and env steps
+    done out of the steps planned (with tokens in/out and invalid actions). When the
+    console is not a terminal (stderr redirected to a file or a pipe): plain ``progress:``
+    lines instead, at the run's start, at each episode's end and retry, at its end, and on the
+    first event (or heartbeat) at least ``interval_s`` after the last line (``None``: the
+    ``MORIA_PROGRESS_INTERVAL_S`` environment variable, else 15 s; ``0``: a line per step).
+    A heartbeat task on the running event loop writes that periodic line even while no event
+    comes (a slow model call). ``clock`` (monotonic seconds) and the heartbeat's ``sleep`` are
+    injectable for tests. Nothing is shown when not ``enabled``.
+
+    The planned steps use ``step_cap`` (``eval.max_steps_per_episode``; 0: none), a
+    ``max_steps`` field of ``run_started`` (the same, when the runner sends it) and the
+    ``max_steps`` field of ``step`` events (the cap the env announced for that episode) when
+    present; see ``StepTally``. Use as a context manager.
+    """
+
+    def __init__(self, console: Console, enabled: bool, *, interval_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, step_cap: int = 0,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.plain = enabled and not console.is_terminal
+        self.interval_s = plain_interval(interval_s)
+        self.clock = clock
+        self.sleep = sleep
+        self.tally = StepTally(step_cap=step_cap)
+        self.progress = progress_bar(console, enabled and not self.plain, info=True)
         self._bar: TaskID | None = None
+        self._steps: TaskID | None = None
+        self._started = self._last_line = clock()
+        self._heartbeat: asyncio.Task[None] | None = None
 
     def __enter__(self) -> ProgressSink:
         self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
         self.progress.__exit__(None, None, None)
 
     def __call__(self, event: RunEvent) -> None:
+        if not self.enabled:
+            return
+        fields = event.fields
+        key = (str(fields.get("env", "")), str(fields.get("task", "")),
+               int(fields.get("episode_index", 0)))
         if event.kind == "run_started":
-            total = int(event.fields["planned"]) - int(event.fields["skipped"])
-            self._bar = self.progress.add_task("episodes", total=total)
-        elif (event.kind == "episode_finished" and event.episode is not None
-              and self._bar is not None):
-            self.progress.advance(self._bar)
-            self.progress.update(self._bar, description=describe(event.episode))
+            self.tally.begin(int(fields["planned"]) - int(fields["skipped"]),
+                             int(fields.get("max_steps") or self.tally.step_cap or 0))
+            self._started = self.clock()
+            self._bar = self.progress.add_task("episodes", total=self.tally.episodes_total)
+            self._steps = self.progress.add_task("steps", total=self.tally.steps_planned)
+            self._line("started", force=True)
+            self._start_heartbeat()
+        elif event.kind == "episode_started":
+            self.tally.episode_started(key)
+        elif event.kind == "step" and event.step is not None:
+            step = event.step
+            self.tally.step(key, step.step, input_tokens=step.input_tokens,
+                            output_tokens=step.output_tokens, valid=step.valid,
+                            cap=int(fields.get("max_steps") or 0))
+            self._line("running")
+        elif event.kind == "episode_retried":
+            self.tally.episode_retried(key)
+            self._line(f"retry {_episode_name(*key)}", force=True)
+        elif event.kind == "episode_finished" and event.episode is not None:
+            record = event.episode
+            self.tally.episode_finished(record.key, record.num_steps)
+            if self._bar is not None:
+                self.progress.advance(self._bar)
+                self.progress.update(self._bar, info=f"last: {describe(record)}")
+            self._line(f"episode {describe(record)}, {record.num_steps} steps", force=True)
+        elif event.kind == "run_finished":
+            self._line("finished", force=True)
+        self._update_steps()
+
+    def _update_steps(self) -> None:
+        if self._steps is not None:
+            self.progress.update(self._steps, completed=self.tally.steps_done,
+                                 total=self.tally.steps_planned, info=self.tally.info())
+
+    def _line(self, what: str, *, force: bool = False) -> None:
+        """Write a plain line (plain mode only) when ``force`` or ``interval_s`` has passed."""
+        if not self.plain:
+            return
+        now = self.clock()
+        if not force and now - self._last_line < self.interval_s:
+            return
+        self._last_line = now
+        self.console.print(plain_line(what, self.tally, now - self._started), markup=False,
+                           highlight=False, emoji=False, soft_wrap=True)
+
+    def _start_heartbeat(self) -> None:
+        if not self.plain or self.interval_s <= 0 or self._heartbeat is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside an event loop (tests): events drive the lines
+            return
+        self._heartbeat = loop.create_task(self._beat(), name="moria-progress-heartbeat")
+
+    async def _beat(self) -> None:
+        while True:
+            wait = self.interval_s - (self.clock() - self._last_line)
+            await self.sleep(max(wait, 0.5))
+            self._line("running")
+
+
+def _episode_name(env: str, task: str, index: int) -> str:
+    return f"{env}/{task.rsplit('/', 1)[-1]} #{index}"
 
 
 def describe(record: EpisodeRecord) -> str:

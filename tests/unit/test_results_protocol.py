@@ -234,7 +234,8 @@ def test_figure_of_balrog_summary_draws_published_series() -> None:
 def test_figure_of_moria_summary_draws_the_run_alone() -> None:
     legend, title, ticks = _legend_and_title(two_env_summary([moria_protocol()]))
     assert legend == ["this run (Moria protocol)"]
-    assert title == "Moria protocol — not comparable with the BALROG leaderboard"
+    assert title.splitlines() == ["Moria protocol — not comparable with the BALROG leaderboard",
+                                  "n=5 scored episodes of 6 · player: unknown (no model)"]
     assert ticks[0] == "babyai\n(n=3)"
 
 
