@@ -40,6 +40,22 @@ class GameOptionError(ValueError):
     """Raised for a bad open option (the message names the option and what is allowed)."""
 
 
+class TaskUnavailableError(ValueError):
+    """Raised by ``Family.open`` for a task the family lists with ``TaskInfo.unavailable`` set:
+    the task exists, but this server cannot open it (the env server answers
+    FAILED_PRECONDITION, not NOT_FOUND). ``reason`` says what is missing and how to provide
+    it (the ``TaskInfo.unavailable`` sentence, or a narrower one that the open options
+    leave)."""
+
+    def __init__(self, task: str, reason: str):
+        super().__init__(task, reason)
+        self.task = task
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"task {quote(self.task, 128)} is unavailable on this server: {self.reason}"
+
+
 @dataclass(frozen=True)
 class ActionInfo:
     """One natural-language action: its exact name and a one-line description."""
@@ -72,7 +88,9 @@ def check_player_ids(players: Iterable[PlayerSpec], ids: Sequence[str]) -> None:
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """A task a family can open."""
+    """A task a family lists. ``unavailable``: "" when this server can open it; else why not,
+    a sentence naming what is missing and how to provide it (``open`` then raises
+    ``TaskUnavailableError`` with it; ``ListTasks`` sends it as ``TaskInfo.unavailable``)."""
 
     family: str
     task: str
@@ -80,6 +98,7 @@ class TaskInfo:
     max_steps: int = 0  # 0: depends on the seed / not fixed
     default_action: str = ""
     num_agents: int = 1
+    unavailable: str = ""
 
 
 @dataclass
@@ -220,9 +239,12 @@ class Family(ABC):
 
     @abstractmethod
     def list_tasks(self) -> list[TaskInfo]:
-        """The canonical tasks of the family (the BALROG evaluation set first)."""
+        """The canonical tasks of the family (the BALROG evaluation set first); tasks this
+        server cannot open are listed too, with ``TaskInfo.unavailable`` saying why."""
 
     @abstractmethod
     def open(self, task: str, options: GameOptions) -> Game:
-        """Create a game for ``task``. Raises ``TaskNotFoundError`` (unknown task) or
-        ``GameOptionError`` (bad option). The returned game has not been reset yet."""
+        """Create a game for ``task``. Raises ``TaskNotFoundError`` (unknown task),
+        ``TaskUnavailableError`` (a task listed with ``TaskInfo.unavailable``, with that
+        reason) or ``GameOptionError`` (bad option). The returned game has not been reset
+        yet."""

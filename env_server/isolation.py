@@ -34,6 +34,7 @@ from env_server.game import (
     StepResult,
     SubmittedAction,
     TaskNotFoundError,
+    TaskUnavailableError,
 )
 
 _CONTEXT_LOCK = threading.Lock()
@@ -67,6 +68,9 @@ def _worker_main(conn: Connection, family_target: str, task: str, options: GameO
         game = _load(family_target).open(task, options)
     except TaskNotFoundError as exc:
         conn.send(("task_not_found", (exc.task, exc.valid)))
+        return
+    except TaskUnavailableError as exc:
+        conn.send(("task_unavailable", (exc.task, exc.reason)))
         return
     except GameOptionError as exc:
         conn.send(("option_error", str(exc)))
@@ -112,8 +116,9 @@ async def _readable(conn: Connection) -> None:
 class ProcessGame(Game):
     """A ``Game`` living in a worker process (see the module docstring).
 
-    Raises the family's TaskNotFoundError / GameOptionError from the constructor, RuntimeError
-    for an exception inside the game, and WorkerCrashedError when the worker died.
+    Raises the family's TaskNotFoundError / TaskUnavailableError / GameOptionError from the
+    constructor, RuntimeError for an exception inside the game, and WorkerCrashedError when
+    the worker died.
     """
 
     def __init__(self, family_target: str, task: str, options: GameOptions, *,
@@ -138,6 +143,9 @@ class ProcessGame(Game):
         if kind == "task_not_found":
             self._reap()
             raise TaskNotFoundError(*payload)
+        if kind == "task_unavailable":
+            self._reap()
+            raise TaskUnavailableError(*payload)
         if kind == "option_error":
             self._reap()
             raise GameOptionError(payload)

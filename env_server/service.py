@@ -2,6 +2,9 @@
 
 Session rules (see protos/moria/env/v1/env_service.proto):
 - the first request must be ``open``; anything else is FAILED_PRECONDITION;
+- a task the family lists with ``TaskInfo.unavailable`` exists but cannot be opened here:
+  ``open`` ends the stream with FAILED_PRECONDITION and that reason (an unknown task is
+  NOT_FOUND);
 - at most ``capacity`` sessions are open at once; more get RESOURCE_EXHAUSTED;
 - while draining, new sessions get UNAVAILABLE; open ones run to completion;
 - a session that sends nothing for ``idle_timeout_s`` (default ``DEFAULT_IDLE_TIMEOUT_S``,
@@ -49,6 +52,7 @@ from env_server.game import (
     StepResult,
     SubmittedAction,
     TaskNotFoundError,
+    TaskUnavailableError,
 )
 from env_server.isolation import ProcessGame
 from moria.codecs import CodecError, dict_from_struct, image_from_rgb, struct_from_dict
@@ -134,7 +138,7 @@ class EnvServicer(env_grpc.EnvServiceServicer):
                 tasks.extend(env_pb.TaskInfo(
                     family=t.family, task=t.task, description=t.description,
                     max_steps=t.max_steps, default_action=t.default_action,
-                    num_agents=t.num_agents) for t in infos)
+                    num_agents=t.num_agents, unavailable=t.unavailable) for t in infos)
             return env_pb.ListTasksResponse(tasks=tasks)
 
     # ---- the session stream -------------------------------------------------------------
@@ -292,6 +296,8 @@ class _Session:
             self.game = await self.server._run(self.server.open_game, family, task, self.options)
         except TaskNotFoundError as exc:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except TaskUnavailableError as exc:
+            await self.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except GameOptionError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         agents = await self.server._run(_reset_game, self.game, None, self.obs)

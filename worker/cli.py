@@ -224,7 +224,8 @@ async def _preflight(settings: WorkerSettings, targets: Targets) -> tuple[str, s
     try:
         agents = await probe_agents(targets.env, request)
     except grpc.aio.AioRpcError as exc:
-        if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+        if exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
+                          grpc.StatusCode.FAILED_PRECONDITION):  # the last: task unavailable
             raise WorkerConfigError(f"--task {task!r}: {exc.details()}") from None
         raise
     agent_id = settings.agent_id or agents[0]

@@ -6,6 +6,13 @@ them whole. In a pipe every task is one line (the table is as wide as its widest
 terminal only the description wraps, and the table is never narrower than the env, task, max
 steps and default-action columns need (a narrower terminal shows the long lines wrapped by the
 terminal itself, with the ids intact).
+
+A task the server lists but cannot open (``TaskInfo.unavailable``: Melting Pot's scenarios,
+whose bots need tensorflow) is listed all the same, its description cell starting with
+``UNAVAILABLE``: in a pipe ``UNAVAILABLE: <reason>.`` on its own line (so ``moria tasks | grep
+clean_up_0`` shows why, and ``grep -v UNAVAILABLE`` hides them); in a terminal ``UNAVAILABLE
+(note N)``, each distinct reason given once in the table's caption (hundreds of rows repeating
+a sentence in a narrow description column would bury the table).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from moria import aio
@@ -21,13 +29,20 @@ from moria.clients import EnvClient, close_channels
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import DEFAULT_NUM_EPISODES
 
-Row = tuple[str, str, str, str, str]
+#: A listed task: env, task, max steps, default action, description, and why the server cannot
+#: open it ("" when it can).
+Row = tuple[str, str, str, str, str, str]
+#: The cells of one table row (the columns of ``COLUMNS``).
+Cells = tuple[str, str, str, str, str]
 
 #: The columns, left to right; the last one (the description) is the only one that may wrap.
 COLUMNS: tuple[str, ...] = ("env", "task", "max steps", "default action", "description")
 
 #: In a terminal, the description column is given at least this many characters.
 MIN_DESCRIPTION_WIDTH = 24
+
+#: How the description cell of an unavailable task starts.
+UNAVAILABLE_MARK = "UNAVAILABLE"
 
 
 async def _fetch(env: str, endpoint: str) -> list[Row]:
@@ -42,10 +57,42 @@ async def _fetch(env: str, endpoint: str) -> list[Row]:
     finally:
         await close_channels()
     return [(t.family, t.task, str(t.max_steps) if t.max_steps else "per seed",
-             t.default_action, t.description) for t in tasks]
+             t.default_action, t.description, t.unavailable) for t in tasks]
 
 
-def table_width(rows: list[Row], description_width: int) -> int:
+def cells(rows: list[Row], terminal: bool) -> tuple[list[Cells], list[str]]:
+    """The table's cells and its notes (the distinct reasons, terminal only): an unavailable
+    task's description starts with ``UNAVAILABLE: <reason>.`` in a pipe, ``UNAVAILABLE (note
+    N)`` in a terminal (module doc)."""
+    notes: list[str] = []
+    table: list[Cells] = []
+    for env, task, steps, action, description, unavailable in rows:
+        if unavailable:
+            reason = unavailable.rstrip(". ")
+            if terminal:
+                if reason not in notes:
+                    notes.append(reason)
+                mark = f"{UNAVAILABLE_MARK} (note {notes.index(reason) + 1})"
+            else:
+                mark = f"{UNAVAILABLE_MARK}: {reason}."
+            description = f"{mark} {description}".rstrip()
+        table.append((env, task, steps, action, description))
+    return table, notes
+
+
+def caption(rows: list[Row], notes: list[str]) -> str | None:
+    """The line under the table: how many tasks are unavailable, and the notes."""
+    count = sum(1 for row in rows if row[-1])
+    if not count:
+        return None
+    text = (f"{count} task(s) marked {UNAVAILABLE_MARK} are listed but cannot be opened on "
+            "this server")
+    if not notes:
+        return text + " (the reason follows the mark)."
+    return text + ": " + " ".join(f"note {i}: {reason}." for i, reason in enumerate(notes, 1))
+
+
+def table_width(rows: list[Cells], description_width: int) -> int:
     """The console width at which the table shows every cell of the first four columns whole
     and gives the description ``description_width`` characters (rich's box: one border per
     column plus one, one space of padding on each side of a cell)."""
@@ -57,12 +104,14 @@ def table_width(rows: list[Row], description_width: int) -> int:
 def render(rows: list[Row], console: Console) -> Table:
     """The task table for ``console``: ids never cut; descriptions wrap in a terminal only."""
     terminal = console.is_terminal
-    table = Table(title="Moria tasks (BALROG evaluation set first)")
+    shown, notes = cells(rows, terminal)
+    table = Table(title="Moria tasks (BALROG evaluation set first)",
+                  caption=caption(rows, notes), caption_justify="left")
     for column in COLUMNS[:-1]:
         table.add_column(column, no_wrap=True, overflow="ignore")
     table.add_column(COLUMNS[-1], no_wrap=not terminal, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
+    for row in shown:
+        table.add_row(*(escape(cell) for cell in row))
     return table
 
 
@@ -70,10 +119,11 @@ def output_console(rows: list[Row]) -> Console:
     """The stdout console: in a pipe, as wide as the widest row (one line per task); in a
     terminal, its own width but never narrower than the id columns need."""
     probe = Console()
-    longest = max([len(COLUMNS[-1]), *(len(row[-1]) for row in rows)])
+    shown, _ = cells(rows, probe.is_terminal)
+    longest = max([len(COLUMNS[-1]), *(len(row[-1]) for row in shown)])
     if not probe.is_terminal:
-        return Console(width=table_width(rows, longest), soft_wrap=False)
-    need = table_width(rows, min(longest, MIN_DESCRIPTION_WIDTH))
+        return Console(width=table_width(shown, longest), soft_wrap=False)
+    need = table_width(shown, min(longest, MIN_DESCRIPTION_WIDTH))
     return Console(width=max(probe.width, need))
 
 

@@ -414,18 +414,31 @@ async def _check_env_servers(spec: RunSpec, env_targets: dict[str, list[str]],
 
 async def _check_tasks(spec: RunSpec, env: str, target: str) -> None:
     """Every task the spec lists for ``env`` is one the env server at ``target`` offers
-    (``ListTasks``). Raises PreflightError naming the unknown tasks (at most 20 quoted, then a
-    count) and the allowed ones, before any episode or folder exists."""
+    (``ListTasks``) and can open. Raises PreflightError, before any episode or folder exists,
+    naming the unknown tasks (at most 20 quoted, then a count) and the allowed ones; or, when
+    every task is known, the tasks the server lists as unavailable, each with its reason
+    (``TaskInfo.unavailable``)."""
     tasks = spec.tasks.for_env(env)
     if not tasks:
         return
-    offered = {t.task for t in await EnvClient(target).list_tasks(env)}
-    unknown = [task for task in tasks if task not in offered]
+    listed = {t.task: t for t in await EnvClient(target).list_tasks(env)}
+    unknown = [task for task in tasks if task not in listed]
     if unknown:
+        offered = sorted(t.task for t in listed.values() if not t.unavailable)
         raise PreflightError(
             f"{len(unknown)} unknown task(s) in tasks.{env}_tasks: {quote_names(unknown)}; "
-            f"the env server offers {len(offered)}: {quote_names(sorted(offered))} "
+            f"the env server offers {len(offered)}: {quote_names(offered)} "
             f"(`moria tasks --env {env}` lists them)")
+    unavailable = [task for task in dict.fromkeys(tasks) if listed[task].unavailable]
+    if unavailable:
+        reasons: dict[str, list[str]] = {}
+        for task in unavailable:
+            reasons.setdefault(listed[task].unavailable, []).append(task)
+        raise PreflightError(
+            f"{len(unavailable)} task(s) in tasks.{env}_tasks cannot be opened on this env "
+            "server: " + "; ".join(f"{quote_names(names)}: {reason}"
+                                   for reason, names in reasons.items())
+            + f" (`moria tasks --env {env}` marks them UNAVAILABLE)")
 
 
 async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[str, str, int]],

@@ -1,14 +1,17 @@
 """Conformance suite: the contract every registered game family must satisfy.
 
 Every name in ``env_server.families.FAMILIES`` is checked here automatically, so a newly
-registered family is enrolled without touching this file. Each check plays the family's *first* task
-(``list_tasks()[0]``, its BALROG headline task) with a fixed seed and a deterministic player
+registered family is enrolled without touching this file. Each check plays the family's *first*
+available task (the first of ``list_tasks()`` whose ``TaskInfo.unavailable`` is empty, its BALROG
+headline task) with a fixed seed and a deterministic player
 (at step ``i`` each acting agent picks action ``i mod n`` of its legal moves, its action list, or,
 in a free-text game, its default action). To be registered a family must satisfy:
 
-1. Tasks: ``list_tasks()`` is non-empty, task names are unique, each ``TaskInfo`` names the
-   family, and the tasks open (a deterministic sample of at most ``TASK_SAMPLE``: first, last
-   and evenly spaced ones) with as many agents and the default action their ``TaskInfo`` states;
+1. Tasks: ``list_tasks()`` is non-empty and has at least one available task (a family whose
+   every task is ``unavailable`` cannot be checked, and fails), task names are unique, each
+   ``TaskInfo`` names the family, and the available tasks open (a deterministic sample of at
+   most ``TASK_SAMPLE``: first, last and evenly spaced ones) with as many agents and the default
+   action their ``TaskInfo`` states;
    an unknown task raises ``TaskNotFoundError``; without ``GameOptions.max_steps`` the step limit
    after reset is the ``TaskInfo.max_steps`` (when that is fixed, i.e. non-zero).
 2. Determinism: two games opened with the same task and seed and reset with that seed give
@@ -38,6 +41,11 @@ in a free-text game, its default action). To be registered a family must satisfy
    the unknown key and listing the allowed ones (``env_server.options.reject_unknown``); every
    listed key is recognised: a nonsense value for it is accepted or refused with
    ``GameOptionError`` (``Family.open``'s contract), never with another exception.
+9. Unavailable tasks: a task listed with ``TaskInfo.unavailable`` (a sentence: what is missing,
+   how to provide it) exists but is refused by ``open`` (default options) with
+   ``TaskUnavailableError`` naming the task and giving exactly that reason (the env server turns
+   it into FAILED_PRECONDITION), never ``TaskNotFoundError`` or another exception. A sample of
+   at most ``TASK_SAMPLE`` is checked; a family listing none skips the check.
 
 Known family defects are listed in ``KNOWN_DEFECTS`` and run as strict xfails.
 
@@ -70,6 +78,7 @@ from env_server.game import (
     StepResult,
     TaskInfo,
     TaskNotFoundError,
+    TaskUnavailableError,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore:Game .* is not fully supported")
@@ -156,10 +165,18 @@ def family(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
 
 @pytest.fixture
 def task(family: Family) -> TaskInfo:
-    """The task every check plays: the family's first (headline) task."""
+    """The task every check plays: the family's first available (headline) task."""
     tasks = family.list_tasks()
     assert tasks, f"{family.name}: list_tasks() is empty"
-    return tasks[0]
+    available = _available(tasks)
+    assert available, (f"{family.name}: every one of its {len(tasks)} tasks is unavailable "
+                       f"(e.g. {tasks[0].task}: {tasks[0].unavailable}); nothing to check")
+    return available[0]
+
+
+def _available(tasks: list[TaskInfo]) -> list[TaskInfo]:
+    """The tasks this server can open (``TaskInfo.unavailable`` empty), in listed order."""
+    return [t for t in tasks if not t.unavailable]
 
 
 def _skip_if_third_party_missing(exc: ModuleNotFoundError) -> None:
@@ -317,8 +334,12 @@ def test_tasks_are_listed_unique_and_open(family: Family) -> None:
         assert info.family == name, f"{info.task}: TaskInfo.family {info.family!r} != {name!r}"
         assert info.task, "a task has an empty name"
         assert info.max_steps >= 0 and info.num_agents >= 1, info
+        assert isinstance(info.unavailable, str), info
+    available = _available(tasks)
+    assert available, (f"every one of the {len(tasks)} tasks is unavailable (e.g. "
+                       f"{tasks[0].task}: {tasks[0].unavailable}); the suite needs one to play")
 
-    for info in _sample(tasks):
+    for info in _sample(available):
         game = _open(family, info.task)
         try:
             assert len(game.agents) == info.num_agents, (
@@ -577,3 +598,23 @@ def test_unknown_options_are_rejected_with_the_allowed_keys(
             _open(family, task.task, kwargs={key: JUNK_ANSWER}).close()
         except GameOptionError as exc:
             assert "unknown key" not in str(exc), f"listed key {key!r} rejected as unknown: {exc}"
+
+
+# -- 9. unavailable tasks -----------------------------------------------------------------------
+
+
+def test_unavailable_tasks_are_refused_with_their_reason(family: Family) -> None:
+    unavailable = [t for t in family.list_tasks() if t.unavailable]
+    if not unavailable:
+        pytest.skip(f"{family.name} lists no unavailable task")
+    for info in _sample(unavailable):
+        reason = info.unavailable
+        assert reason.strip() == reason and len(reason) >= 10 and "\n" not in reason, (
+            f"{info.task}: TaskInfo.unavailable {reason!r} is not a one-line sentence")
+        with pytest.raises(TaskUnavailableError) as err:
+            _open(family, info.task).close()
+        assert err.value.task == info.task, (err.value.task, info.task)
+        assert err.value.reason == reason, (
+            f"{info.task}: open refused it with {err.value.reason!r}, TaskInfo.unavailable "
+            f"says {reason!r}")
+        assert info.task in str(err.value) and reason in str(err.value), str(err.value)

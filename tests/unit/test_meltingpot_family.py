@@ -17,6 +17,7 @@ from env_server.game import (
     GameOptions,
     PlayerSpec,
     TaskNotFoundError,
+    TaskUnavailableError,
 )
 
 
@@ -30,9 +31,77 @@ def test_tasks_list_the_social_dilemmas_first(family) -> None:
     assert [t.task for t in tasks[:len(HEADLINE)]] == list(HEADLINE)
     first = tasks[0]
     assert (first.num_agents, first.max_steps, first.default_action) == (7, 5000, "NOOP")
-    assert "scenarios are unavailable" in first.description
+    assert first.unavailable == "" and "scenarios are listed after" in first.description
     pd = next(t for t in tasks if t.task == "prisoners_dilemma_in_the_matrix__repeated")
     assert pd.num_agents == 2
+
+
+def test_scenarios_are_listed_after_the_substrates_as_unavailable(family) -> None:
+    from env_server.families.meltingpot.package import scenario_configs, scenario_unavailable
+    from env_server.families.meltingpot.substrates import SUBSTRATES
+
+    tasks = family.list_tasks()
+    configs = scenario_configs()
+    assert len(configs) == 312
+    assert [t.task for t in tasks] == [*SUBSTRATES, *configs]
+    assert all(not t.unavailable for t in tasks[:len(SUBSTRATES)])
+    scenarios = {t.task: t for t in tasks[len(SUBSTRATES):]}
+    assert {t.unavailable for t in scenarios.values()} == {scenario_unavailable()}
+    for name, config in configs.items():
+        info = scenarios[name]
+        assert info.num_agents == sum(config.is_focal) >= 1, name
+        assert config.substrate in info.description and config.description in info.description
+        assert info.default_action == "NOOP" and info.max_steps > 0
+    harvest = scenarios["commons_harvest__open_0"]
+    assert harvest.max_steps == next(t.max_steps for t in tasks
+                                     if t.task == "commons_harvest__open")
+
+
+def test_the_scenarios_reason_names_what_is_missing(monkeypatch) -> None:
+    """No tensorflow (the meltingpot extra installs none): the tarball and tensorflow, or
+    tensorflow alone once the options name the tarball; with tensorflow, the bots the family
+    does not run."""
+    import importlib.util
+
+    from env_server.families.meltingpot import package
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    assert package.scenario_unavailable() == (
+        "needs the Melting Pot assets tarball (meltingpot_kwargs.assets=PATH) and tensorflow, "
+        "which the meltingpot extra does not install")
+    assert package.scenario_unavailable(assets=True).startswith("needs tensorflow")
+    assert "tarball" not in package.scenario_unavailable(assets=True)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "tensorflow" else real(name, *a))
+    assert package.scenario_unavailable() == package.scenario_unavailable(assets=True) == (
+        package.BOTS_NOT_RUN)
+
+
+def test_opening_a_scenario_is_refused_with_the_reason(family, tmp_path) -> None:
+    from env_server.families.meltingpot.package import scenario_unavailable
+
+    listed = scenario_unavailable()
+    with pytest.raises(TaskUnavailableError) as err:
+        family.open("commons_harvest__open_0", GameOptions(seed=1))
+    assert err.value.task == "commons_harvest__open_0"
+    assert err.value.reason == listed
+    assert str(err.value) == ("task 'commons_harvest__open_0' is unavailable on this server: "
+                              + listed)
+    tarball = tmp_path / "meltingpot-assets-2.3.0.tar.gz"
+    tarball.write_bytes(b"")
+    with pytest.raises(TaskUnavailableError) as err:  # with the tarball: what else is missing
+        family.open("clean_up_3", GameOptions(seed=1, kwargs={"assets": str(tarball)}))
+    assert err.value.reason == scenario_unavailable(assets=True) != listed
+    with pytest.raises(GameOptionError, match="assets"):  # a path that does not exist
+        family.open("clean_up_3", GameOptions(seed=1, kwargs={"assets": "/no/such/tarball"}))
+    with pytest.raises(GameOptionError, match="allowed: assets"):
+        family.open("clean_up_3", GameOptions(seed=1, kwargs={"bogus": 1}))
+    with pytest.raises(TaskNotFoundError):
+        family.open("clean_up_999", GameOptions(seed=1))
+    # a substrate reads no assets: an existing path is accepted
+    family.open("clean_up", GameOptions(seed=1, kwargs={"assets": str(tarball)})).close()
 
 
 def test_actions_are_the_substrates_named_action_set(family) -> None:

@@ -1,14 +1,17 @@
 """The ``meltingpot`` family: DeepMind Melting Pot substrates, every player a seat.
 
-Tasks are substrate names (``substrates.SUBSTRATES``, social dilemmas first). Players
-(``GameOptions.players``): zero or more seats named ``player_<i>``; ``role`` (``PlayerSpec.role``)
-picks one of the substrate's valid roles for that seat (default: the substrate's default roles).
-Seat options: none.
+Tasks are substrate names (``substrates.SUBSTRATES``, social dilemmas first), then every
+scenario of the package (``scenarios.scenario_specs``: a substrate with background bots, e.g.
+``commons_harvest__open_0``), listed as unavailable: the bots are TensorFlow saved models in the
+assets tarball, and the meltingpot extra installs no tensorflow, so opening a scenario raises
+``TaskUnavailableError`` with the reason its ``TaskInfo.unavailable`` gives
+(``package.scenario_unavailable``). Players (``GameOptions.players``): zero or more seats named
+``player_<i>``; ``role`` (``PlayerSpec.role``) picks one of the substrate's valid roles for that
+seat (default: the substrate's default roles). Seat options: none.
 
 Family options (``GameOptions.kwargs``): ``assets`` (the path of Melting Pot's assets tarball or
-its extracted folder), which only scenarios use: scenarios (substrates with background bots)
-need tensorflow, which the meltingpot extra does not install, so this family serves none and
-each substrate's description says so (``package.scenario_support``). ``oracle`` is accepted
+its extracted folder; it must exist), which only scenarios read (a substrate ignores it; with it
+a scenario's reason is the missing tensorflow alone). ``oracle`` is accepted
 (``oracle.expert_action``).
 """
 
@@ -23,6 +26,7 @@ from env_server.game import (
     GameOptions,
     TaskInfo,
     TaskNotFoundError,
+    TaskUnavailableError,
     check_player_ids,
 )
 from env_server.options import reject_unknown, step_limit
@@ -43,49 +47,63 @@ class MeltingPotFamily(Family):
 
     def list_tasks(self) -> list[TaskInfo]:
         """The substrates (headline social dilemmas first), each with its player count and
-        step limit; the default action is ``NOOP``."""
+        step limit, then the scenarios (unavailable, with the reason); the default action is
+        ``NOOP``."""
         if self._tasks is None:
-            from env_server.families.meltingpot.package import scenario_support
+            from env_server.families.meltingpot.package import scenario_unavailable
+            from env_server.families.meltingpot.scenarios import scenario_specs
             from env_server.families.meltingpot.substrates import SUBSTRATES, task_spec
 
-            why = scenario_support()
-            note = f"; its scenarios are unavailable: {why}" if why else ""
-            self._tasks = []
+            scenarios = scenario_specs()
+            tasks = []
             for name in SUBSTRATES:
                 spec = task_spec(name)
-                self._tasks.append(TaskInfo(
+                count = sum(1 for s in scenarios.values() if s.substrate == name)
+                note = ("" if not count else
+                        "; its scenario is listed after the substrates" if count == 1 else
+                        f"; its {count} scenarios are listed after the substrates")
+                tasks.append(TaskInfo(
                     family=self.name, task=name, description=spec.description + note,
                     max_steps=spec.max_steps, default_action="NOOP",
                     num_agents=spec.num_players))
+            why = scenario_unavailable()
+            for scenario in scenarios.values():
+                tasks.append(TaskInfo(
+                    family=self.name, task=scenario.name, description=scenario.description,
+                    max_steps=scenario.max_steps, default_action="NOOP",
+                    num_agents=scenario.num_focal, unavailable=why))
+            self._tasks = tasks
         return list(self._tasks)
 
     def open(self, task: str, options: GameOptions) -> Game:
         """Create a game (not reset yet).
 
         Raises:
-            TaskNotFoundError: not a listed substrate.
+            TaskNotFoundError: neither a listed substrate nor a scenario.
+            TaskUnavailableError: a scenario (module doc), after its options are checked.
             GameOptionError: a negative seed; a bad ``max_steps``; a player id that is not one of
                 the game's or appears twice; a role the substrate does not have; player options;
-                ``assets`` (scenarios are not served: module doc) or an unknown option.
+                an ``assets`` path that does not exist, or an unknown option.
         """
         from env_server.families.meltingpot.game import MeltingPotGame, agent_id
-        from env_server.families.meltingpot.package import modules, scenario_support
+        from env_server.families.meltingpot.package import modules, scenario_unavailable
+        from env_server.families.meltingpot.scenarios import scenario_specs
         from env_server.families.meltingpot.substrates import SUBSTRATES, task_spec
 
-        if task not in SUBSTRATES:
-            raise TaskNotFoundError(task, list(SUBSTRATES))
+        scenario = task not in SUBSTRATES
+        if scenario and task not in scenario_specs():
+            raise TaskNotFoundError(task, [*SUBSTRATES, *scenario_specs()])
         if options.seed < 0:
             raise GameOptionError(f"seed: must be >= 0, got {options.seed}")
         step_limit(options, 1)
         kwargs = dict(options.kwargs)
-        if "assets" in kwargs:
-            assets = kwargs.pop("assets")
-            if not isinstance(assets, str) or not Path(assets).exists():
-                raise GameOptionError(f"assets: must be the path of Melting Pot's assets "
-                                      f"tarball or folder; got {assets!r}")
-            why = scenario_support() or "this family serves substrates only"
-            raise GameOptionError(f"assets: only scenarios use the assets, and {why}")
+        assets = kwargs.pop("assets", None)
+        if assets is not None and (not isinstance(assets, str) or not Path(assets).exists()):
+            raise GameOptionError(f"assets: must be the path of Melting Pot's assets "
+                                  f"tarball or folder; got {assets!r}")
         reject_unknown(kwargs, "meltingpot", FAMILY_OPTIONS)
+        if scenario:
+            raise TaskUnavailableError(task, scenario_unavailable(assets=assets is not None))
         spec = task_spec(task)
         ids = [agent_id(i) for i in range(spec.num_players)]
         roles = list(spec.roles)

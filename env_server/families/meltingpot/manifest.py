@@ -1,5 +1,6 @@
 """The meltingpot family's manifest (``moria.families``): Melting Pot's social dilemmas
-(every substrate the family decodes is a task; ``moria tasks --env meltingpot`` lists them)."""
+(every substrate the family decodes is a task, and every scenario is listed as an unavailable
+one; ``moria tasks --env meltingpot`` lists them)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,16 @@ MANIFESTS = [FamilyManifest(
         episodes_per_task=2)},
     oracle_source="meltingpot-greedy", extra="meltingpot",
     image="meltingpot",
-    # every substrate name starts with one of these (`moria tasks --env meltingpot`)
-    id_prefixes=("bach_or_stravinsky_in_the_matrix__", "chicken_in_the_matrix__", "clean_up",
-                 "coins", "collaborative_cooking__", "commons_harvest__",
+    # every substrate and scenario name starts with one of these (`moria tasks --env meltingpot`;
+    # a scenario is its substrate's name and a number, and scenarios cover more substrates)
+    id_prefixes=("allelopathic_harvest__", "bach_or_stravinsky_in_the_matrix__", "boat_race__",
+                 "chemistry__", "chicken_in_the_matrix__", "clean_up", "coins",
+                 "collaborative_cooking__", "commons_harvest__", "coop_mining", "daycare",
+                 "externality_mushrooms__", "factory_commons__", "fruit_market__",
+                 "gift_refinements", "hidden_agenda", "paintball__", "predator_prey__",
                  "prisoners_dilemma_in_the_matrix__", "pure_coordination_in_the_matrix__",
                  "rationalizable_coordination_in_the_matrix__",
-                 "running_with_scissors_in_the_matrix__", "stag_hunt_in_the_matrix__"),
-    options_help="assets: PATH of the assets tarball (scenarios; they need tensorflow)",
+                 "running_with_scissors_in_the_matrix__", "stag_hunt_in_the_matrix__",
+                 "territory__"),
+    options_help="assets: PATH of the assets tarball (scenarios only; they also need tensorflow)",
 )]

@@ -9,8 +9,9 @@ files shipped in the package. So this module registers the ``meltingpot`` packag
 running its ``__init__`` and imports only those two modules; the family does the multi-player
 bookkeeping itself (``env_server/families/meltingpot/game.py``), as the package's wrappers do.
 
-Scenarios (substrates with background bots) do need tensorflow and the assets tarball:
-``scenario_support`` says whether this process can run them, and why not.
+Scenarios (substrates with background bots) do need tensorflow and the assets tarball: the
+family lists them (``scenario_configs``: ``meltingpot.configs.scenarios``, which imports no
+tensorflow) as unavailable, and ``scenario_unavailable`` says why.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import importlib
 import importlib.util
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -72,9 +74,36 @@ def modules() -> Modules:
         return _MODULES
 
 
-def scenario_support() -> str:
-    """"" when this process can run scenarios (tensorflow importable), else the reason."""
+def scenario_configs() -> Mapping[str, Any]:
+    """Melting Pot's ``SCENARIO_CONFIGS`` (scenario name -> ``ScenarioConfig``: description,
+    tags, substrate, roles, ``is_focal``, bots by role), imported without tensorflow (the
+    config module imports only the substrate configs). Raises ModuleNotFoundError as
+    ``modules``."""
+    modules()
+    scenarios: ModuleType = importlib.import_module("meltingpot.configs.scenarios")
+    configs: Mapping[str, Any] = scenarios.SCENARIO_CONFIGS
+    return configs
+
+
+#: ``scenario_unavailable``'s sentences (the reasons a scenario cannot be opened here).
+NEEDS_ASSETS_AND_TENSORFLOW = (
+    "needs the Melting Pot assets tarball (meltingpot_kwargs.assets=PATH) and tensorflow, "
+    "which the meltingpot extra does not install")
+NEEDS_TENSORFLOW = (
+    "needs tensorflow (the background bots in the assets are TensorFlow saved models), which "
+    "the meltingpot extra does not install")
+BOTS_NOT_RUN = (
+    "needs Melting Pot's background bots, which Moria's meltingpot family does not run yet "
+    "(it serves the substrates only)")
+
+
+def scenario_unavailable(assets: bool = False) -> str:
+    """Why this server cannot open a scenario; never "" (the family does not run the bots).
+
+    ``assets``: whether the open options name an assets tarball (``ListTasks`` takes no
+    options, so its reason is the one without): without tensorflow the reason is the missing
+    tarball and tensorflow, or tensorflow alone; with tensorflow importable (not something
+    the meltingpot extra installs) it is that the family does not run the bots."""
     if importlib.util.find_spec("tensorflow") is None:
-        return ("scenarios need tensorflow (the background bots are TensorFlow saved models), "
-                "which the meltingpot extra does not install")
-    return ""
+        return NEEDS_TENSORFLOW if assets else NEEDS_ASSETS_AND_TENSORFLOW
+    return BOTS_NOT_RUN

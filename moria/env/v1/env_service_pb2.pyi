@@ -33,20 +33,22 @@ class ListTasksRequest(_message.Message):
     def __init__(self, family: _Optional[str] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("family", "task", "description", "max_steps", "default_action", "num_agents")
+    __slots__ = ("family", "task", "description", "max_steps", "default_action", "num_agents", "unavailable")
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_ACTION_FIELD_NUMBER: _ClassVar[int]
     NUM_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
     family: str
     task: str
     description: str
     max_steps: int
     default_action: str
     num_agents: int
-    def __init__(self, family: _Optional[str] = ..., task: _Optional[str] = ..., description: _Optional[str] = ..., max_steps: _Optional[int] = ..., default_action: _Optional[str] = ..., num_agents: _Optional[int] = ...) -> None: ...
+    unavailable: str
+    def __init__(self, family: _Optional[str] = ..., task: _Optional[str] = ..., description: _Optional[str] = ..., max_steps: _Optional[int] = ..., default_action: _Optional[str] = ..., num_agents: _Optional[int] = ..., unavailable: _Optional[str] = ...) -> None: ...
 
 class ListTasksResponse(_message.Message):
     __slots__ = ("tasks",)

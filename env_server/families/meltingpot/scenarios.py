@@ -1,0 +1,67 @@
+"""Melting Pot scenarios as listed tasks: a substrate played by focal players beside a
+population of background bots (``meltingpot.configs.scenarios.SCENARIO_CONFIGS``, 312 in
+dm-meltingpot 2.4.1).
+
+The family lists every scenario after the substrates, under its own name
+(``commons_harvest__open_0``), and serves none: the bots are TensorFlow saved models in the
+assets tarball, and the meltingpot extra installs no tensorflow (``package.scenario_unavailable``
+gives the reason each ``TaskInfo.unavailable`` carries). A scenario's seats are its focal
+players (``num_agents``); its step limit is its substrate's ``maxEpisodeLengthFrames``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from env_server.families.meltingpot.package import scenario_configs
+from env_server.families.meltingpot.substrates import SUBSTRATES, raw_settings, task_spec
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """One scenario as the family lists it: its substrate, Melting Pot's one-line
+    description and tags, the number of focal players (the seats) and of background bots, and
+    the substrate's step limit."""
+
+    name: str
+    substrate: str
+    summary: str
+    tags: tuple[str, ...]
+    num_focal: int
+    num_bots: int
+    max_steps: int
+
+    @property
+    def description(self) -> str:
+        """The ``TaskInfo.description``: what the scenario is, from its config."""
+        tags = f" (tags: {', '.join(self.tags)})" if self.tags else ""
+        return (f"scenario of {self.substrate}: {self.summary}{tags}; "
+                f"{_count(self.num_focal, 'focal player')}, "
+                f"{_count(self.num_bots, 'background bot')}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+@cache
+def _substrate_steps(substrate: str) -> int:
+    """The substrate's ``maxEpisodeLengthFrames`` (0 when it sets none)."""
+    if substrate in SUBSTRATES:
+        return task_spec(substrate).max_steps
+    return int(raw_settings(substrate).get("maxEpisodeLengthFrames", 0) or 0)
+
+
+@cache
+def scenario_specs() -> dict[str, ScenarioSpec]:
+    """Every scenario of the installed package, in its order (sorted by name)."""
+    specs = {}
+    for name, config in scenario_configs().items():
+        focal = sum(1 for is_focal in config.is_focal if is_focal)
+        specs[name] = ScenarioSpec(
+            name=name, substrate=str(config.substrate), summary=str(config.description),
+            tags=tuple(sorted(config.tags)), num_focal=focal,
+            num_bots=len(config.is_focal) - focal,
+            max_steps=_substrate_steps(str(config.substrate)))
+    return specs
