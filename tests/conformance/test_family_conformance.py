@@ -114,8 +114,7 @@ KNOWN_DEFECTS: dict[tuple[str, str], tuple[type[BaseException], str]] = {
         "dm-meltingpot 2.4.1 on dmlab2d 1.0.2 does not replay an episode from its seed: the "
         "package's own builder with one env_seed starts commons harvest with different spawn "
         "points in repeated builds, in one process and across processes, with address "
-        "randomisation off (setarch -R) too; substrates whose spawn points are fixed (the "
-        "two-player matrix games) replay (docs/families/meltingpot.md, 'Known limits')"),
+        "randomisation off (setarch -R) too (docs/families/meltingpot.md, 'Known limits')"),
 }
 
 
