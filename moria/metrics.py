@@ -91,25 +91,19 @@ class Metrics:
         self.rpc_errors = Counter(
             "moria_rpc_errors_total", "RPCs that ended with a non-OK gRPC status, by the "
             "status code name.", ["service", "code"], registry=reg)
-        # the labelled children counted on every step and act, looked up once per label value
-        self._step_counters: dict[str, Any] = {}
-        self._act_counters: dict[str, Any] = {}
+        # the labelled children counted on every step, act and model call, looked up once per
+        # (metric, label values): prometheus_client's labels() validates on every call
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     # ---- hooks -------------------------------------------------------------------------------
 
     def step(self, family: str) -> None:
         """Count one game step of ``family``."""
-        counter = self._step_counters.get(family)
-        if counter is None:
-            counter = self._step_counters[family] = self.env_steps.labels(family=family)
-        counter.inc()
+        self._labelled(self.env_steps, family).inc()
 
     def act(self, strategy: str) -> None:
         """Count one Act answer of ``strategy`` (the agent type, e.g. ``naive``)."""
-        counter = self._act_counters.get(strategy)
-        if counter is None:
-            counter = self._act_counters[strategy] = self.policy_acts.labels(strategy=strategy)
-        counter.inc()
+        self._labelled(self.policy_acts, strategy).inc()
 
     def rpc_error(self, service: str, code: grpc.StatusCode | None) -> None:
         """Count one RPC of ``service`` ended with ``code`` (None counts as ``UNKNOWN``; ``OK``
@@ -147,8 +141,16 @@ class Metrics:
             yield
         finally:
             _model_scope.reset(token)
-            self.model_latency.labels(backend=backend, model=model).observe(
+            self._labelled(self.model_latency, backend, model).observe(
                 time.perf_counter() - started)
+
+    def _labelled(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)`` (values in the metric's label order), kept per value."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format (what ``/metrics`` serves)."""

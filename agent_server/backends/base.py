@@ -173,8 +173,12 @@ def prompt_bytes(messages: list[ChatMessage]) -> int:
     """Size of a chat as ``client.max_prompt_bytes`` counts it: the UTF-8 bytes of every
     message's text plus the bytes of every attached PNG (before any base64 a provider's wire
     format adds)."""
-    return sum(len(m.content.encode("utf-8")) + sum(len(png) for png in m.images)
-               for m in messages)
+    return sum(_utf8_size(m.content) + sum(len(png) for png in m.images) for m in messages)
+
+
+def _utf8_size(text: str) -> int:
+    """``len(text.encode("utf-8"))``, without encoding an ASCII text (its length is its size)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 class PromptCapped(Backend):

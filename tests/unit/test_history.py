@@ -285,3 +285,13 @@ def test_verbatim_answers_skip_template_and_empty_replies_get_placeholder() -> N
     naked.record(_turn(1), "  ", verbatim=True)
     answers = [m.content for m in naked.build(_turn(2)) if m.role == "assistant"]
     assert answers == [EMPTY_REPLY, EMPTY_REPLY]
+
+
+def test_prompt_bytes_counts_utf8_bytes_and_png_bytes() -> None:
+    from agent_server.backends.base import ChatMessage, prompt_bytes
+
+    messages = [ChatMessage("system", "go to the red box"),            # ASCII: 17 bytes
+                ChatMessage("user", "café → ☕", images=[b"\x89PNG" + bytes(6)]),
+                ChatMessage("assistant", "")]
+    expected = sum(len(m.content.encode("utf-8")) for m in messages) + 10
+    assert prompt_bytes(messages) == expected == 17 + len("café → ☕".encode()) + 10
