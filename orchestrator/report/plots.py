@@ -257,13 +257,15 @@ def _single_tasks(summary: Mapping[str, Any], envs: list[str]
             for task, figures in ((environments.get(env) or {}).get("tasks") or {}).items()]
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def _new_figure(**kwargs: Any) -> Figure:
+    """A matplotlib Figure of its own, outside pyplot (no GUI backend, no global figure list:
+    importing pyplot took longer than drawing a figure), drawn on an Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    figure = Figure(**kwargs)
+    FigureCanvasAgg(figure)  # attaches itself as figure.canvas
+    return figure
 
 
 def _bars_height(rows: int) -> float:
@@ -272,9 +274,8 @@ def _bars_height(rows: int) -> float:
 
 def progress_figure(summary: Mapping[str, Any], *, label: str = "this run") -> Figure:
     """The ``progress.png`` figure of ``summary`` (see the module docstring and
-    ``progress_layout``); the caller closes it. The first axes is the env panel when the run
+    ``progress_layout``). The first axes is the env panel when the run
     has a single-agent env. Raises ``ValueError`` when the summary has no environments."""
-    plt = _pyplot()
     layout = progress_layout(summary)
     single = [g for g in layout.groups if g != "average"]
     tasks = _single_tasks(summary, single)
@@ -284,7 +285,7 @@ def progress_figure(summary: Mapping[str, Any], *, label: str = "this run") -> F
     if single:
         heights.append(max(4.8, _bars_height(len(tasks)) if inline else 0.0))
     heights += [max(2.4, _bars_height(len(matches[env])) + 0.4) for env in layout.match_envs]
-    fig = plt.figure(figsize=(15, sum(heights) + 1.0), layout="constrained")
+    fig = _new_figure(figsize=(15, sum(heights) + 1.0), layout="constrained")
     fig.suptitle(f"{layout.title}\n{layout.subtitle}")
     grid = fig.add_gridspec(len(heights), 2, height_ratios=heights, width_ratios=[2, 3])
     row = 0
@@ -307,15 +308,14 @@ def progress_figure(summary: Mapping[str, Any], *, label: str = "this run") -> F
 def env_figure(summary: Mapping[str, Any], env: str) -> Figure:
     """The ``<env>/<env>_progress.png`` figure of ``env`` in ``summary``: its per-task bars
     (full task names, the height grown with their number), or its W/D/L panel when ``env`` is a
-    multi-agent env with match rows. The caller closes it. Raises ``ValueError`` when the
+    multi-agent env with match rows. Raises ``ValueError`` when the
     summary has no such env."""
-    plt = _pyplot()
     figures = (summary.get("environments") or {}).get(env)
     if figures is None:
         raise ValueError(f"the summary has no environment {env!r}")
     rows = (summary.get("matches") or {}).get(env) or []
     count = len(rows) if rows else len(figures.get("tasks") or {})
-    fig = plt.figure(figsize=(12, _bars_height(count) + 1.2), layout="constrained")
+    fig = _new_figure(figsize=(12, _bars_height(count) + 1.2), layout="constrained")
     protocol = protocol_title(summary.get("protocol"))
     env_summary = {**summary, **{k: figures.get(k) for k in ("episodes_played", "episodes_total",
                                                              "models")}}
@@ -448,12 +448,8 @@ def _draw_matches(ax: Axes, env: str, rows: list[Mapping[str, Any]]) -> None:
 
 
 def _save(fig: Figure, out: Path) -> None:
-    plt = _pyplot()
-    try:
-        with atomic_path(out) as partial:  # a reader never sees half a picture
-            fig.savefig(partial, dpi=100, format="png")  # the temp name's suffix is .tmp
-    finally:
-        plt.close(fig)
+    with atomic_path(out) as partial:  # a reader never sees half a picture
+        fig.savefig(partial, dpi=100, format="png")  # the temp name's suffix is .tmp
 
 
 def env_figure_path(out_dir: str | Path, env: str) -> Path:
