@@ -183,17 +183,21 @@ def _play(work: Coroutine[Any, Any, T], console: Console, unit: str) -> tuple[T 
 def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
     """Prepare data, run the evaluation, print the report; returns the exit code."""
     from orchestrator.core.runner import run_evaluation
+    from orchestrator.report.plots import PlotWarmup
     from orchestrator.report.tables import print_report
 
     if not _prepare_for(spec, console, not args.no_progress):
         return 2
+    warmup = PlotWarmup()  # matplotlib and its fonts load while the episodes play
     outcome, code = _play(run_evaluation(spec, console=console,
-                                         show_progress=not args.no_progress), console, "episodes")
+                                         show_progress=not args.no_progress, sinks=[warmup]),
+                          console, "episodes")
     if outcome is None:
         return code
     console.print(f"run {outcome.run_id}: ran {outcome.ran} episode(s), "
                   f"{outcome.skipped} already done; results in {outcome.output_dir}")
     print_report(outcome.output_dir, _stdout_console())
+    warmup.wait()
     _draw_progress(outcome.summary, Path(outcome.output_dir), console)
     if getattr(args, "hint", False):
         console.print(FULL_PROTOCOL_HINT, highlight=False)

@@ -33,7 +33,9 @@ Drawn with matplotlib's non-interactive Agg backend.
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,8 @@ from orchestrator.suites.balrog import PUBLISHED
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+log = logging.getLogger(__name__)
 
 RUN_COLOUR = "#1f4e79"
 REFERENCE_COLOURS = ["#c9c9c9", "#b0b0b0", "#969696", "#7d7d7d", "#646464"]
@@ -266,6 +270,46 @@ def _new_figure(**kwargs: Any) -> Figure:
     figure = Figure(**kwargs)
     FigureCanvasAgg(figure)  # attaches itself as figure.canvas
     return figure
+
+
+def warm_up() -> None:
+    """Import matplotlib and load its fonts by drawing a tiny figure (no file written): the
+    first figure of a process pays about 0.4 s for these, a run's end then draws in a third of
+    the time. Safe to run in a thread beside a run: it shares no figure."""
+    fig = _new_figure(figsize=(2, 1), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title("warm-up")
+    ax.barh([0], [1.0])
+    ax.text(0.0, 0.0, "n=1")
+    fig.canvas.draw()
+
+
+class PlotWarmup:
+    """An event sink (``orchestrator.core.events.EventSink``) that runs ``warm_up`` in a daemon
+    thread once the run has started (its ``run_started`` event, after the preflight), while the
+    episodes play. Call ``wait`` before drawing the run's figures; a failed warm-up is logged
+    at debug level and changes nothing else."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, event: Any) -> None:
+        if event.kind == "run_started" and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="moria-plot-warmup",
+                                            daemon=True)
+            self._thread.start()
+
+    @staticmethod
+    def _run() -> None:
+        try:
+            warm_up()
+        except Exception:  # a warm-up only saves time; drawing reports errors
+            log.debug("plot warm-up failed", exc_info=True)
+
+    def wait(self, timeout_s: float = 30.0) -> None:
+        """Return once the warm-up thread (if one started) has ended, or after ``timeout_s``."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
 
 
 def _bars_height(rows: int) -> float:

@@ -200,3 +200,20 @@ def test_plot_progress_writes_the_summary_and_each_env_figure(tmp_path: Path) ->
     for picture in written:
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_plot_warmup_starts_once_at_run_start() -> None:
+    from types import SimpleNamespace
+
+    from orchestrator.report.plots import PlotWarmup
+
+    warmup = PlotWarmup()
+    warmup(SimpleNamespace(kind="step"))
+    assert warmup._thread is None  # only the run's start starts it
+    warmup(SimpleNamespace(kind="run_started"))
+    thread = warmup._thread
+    assert thread is not None
+    warmup(SimpleNamespace(kind="run_started"))
+    assert warmup._thread is thread  # once per run
+    warmup.wait()
+    assert not thread.is_alive()
