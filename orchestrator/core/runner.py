@@ -16,6 +16,7 @@ result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -389,7 +390,8 @@ async def _check_policy_servers(spec: RunSpec, policy_targets: list[str]) -> dic
     for target in reversed(policy_targets):  # the first replica's versions are kept
         policy = PolicyClient(target)
         for agent, client in spec.seat_configs():  # the run's own, then each distinct seat's
-            info = await policy.get_info(check=(agent, client))
+            with _answering("policy server", target, "endpoints.policy"):
+                info = await policy.get_info(check=(agent, client))
             if info.config_errors:
                 raise PreflightError("the agent/client config cannot be used: "
                                      + "; ".join(info.config_errors))
@@ -403,13 +405,28 @@ async def _check_env_servers(spec: RunSpec, env_targets: dict[str, list[str]],
     versions: dict[str, str] = {}
     for env, targets in env_targets.items():
         for target in reversed(targets):  # the first replica's versions are kept
-            env_info = await EnvClient(target).get_info()
+            with _answering(f"env server for {env}", target, f"endpoints.env.{env}"):
+                env_info = await EnvClient(target).get_info()
             if env not in env_info.families:
                 raise PreflightError(f"env server {target} does not host {env!r} "
                                      f"(hosts: {', '.join(env_info.families)})")
         versions.update({f"env.{k}": v for k, v in env_info.version.components.items()})
         await _check_tasks(spec, env, targets[0])
     return versions
+
+
+@contextlib.contextmanager
+def _answering(server: str, target: str, setting: str) -> Iterator[None]:
+    """Turn a preflight call's RPC failure (a server down, a wrong address, a TLS or token
+    mismatch) into PreflightError naming the server, its target, gRPC's status and the
+    setting that names the target."""
+    try:
+        yield
+    except grpc.aio.AioRpcError as exc:
+        details = (exc.details() or "").splitlines()
+        raise PreflightError(
+            f"the {server} at {target} did not answer the preflight ({exc.code().name}: "
+            f"{details[0] if details else 'no details'}); start it or fix {setting}") from None
 
 
 async def _check_tasks(spec: RunSpec, env: str, target: str) -> None:
@@ -421,7 +438,8 @@ async def _check_tasks(spec: RunSpec, env: str, target: str) -> None:
     tasks = spec.tasks.for_env(env)
     if not tasks:
         return
-    listed = {t.task: t for t in await EnvClient(target).list_tasks(env)}
+    with _answering(f"env server for {env}", target, f"endpoints.env.{env}"):
+        listed = {t.task: t for t in await EnvClient(target).list_tasks(env)}
     unknown = [task for task in tasks if task not in listed]
     if unknown:
         offered = sorted(t.task for t in listed.values() if not t.unavailable)

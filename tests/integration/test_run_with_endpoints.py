@@ -36,3 +36,32 @@ async def test_partial_endpoints_are_rejected(tmp_path: Path) -> None:
     spec = load_spec(None, [f"eval.output_dir={tmp_path}", "endpoints.policy=[127.0.0.1:1]"])
     with pytest.raises(PreflightError, match=r"endpoints\.env\.<family>"):
         await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
+
+
+def _refused_target() -> str:
+    """A loopback address nothing listens on (a port bound, then let go)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+async def test_an_endpoint_that_does_not_answer_stops_the_run_at_preflight(
+        tmp_path: Path) -> None:
+    import pytest
+
+    from orchestrator.core.runner import PreflightError
+
+    async with policy_server() as pol:
+        down = _refused_target()
+        spec = load_spec(None, [
+            "agent.type=random", "eval.num_episodes.babyai=1", f"eval.output_dir={tmp_path}",
+            f"endpoints.env.babyai=[{down}]", f"endpoints.policy=[{pol.target}]"])
+        with pytest.raises(PreflightError) as err:
+            await run_evaluation(spec, console=Console(quiet=True), show_progress=False)
+    message = str(err.value)
+    assert message.startswith(f"the env server for babyai at {down} did not answer the "
+                              "preflight (UNAVAILABLE: "), message
+    assert message.endswith("start it or fix endpoints.env.babyai") and "\n" not in message
+    assert not list(tmp_path.rglob("*_run_00.json"))  # no episode was played
