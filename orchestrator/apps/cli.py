@@ -437,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "every family that reads any, or only those named with --env.",
                         formatter_class=_NamesWholeFormatter)
     pp.add_argument("--env", action="append", metavar="NAME", help=env_help())
-    pp.add_argument("--no-progress", action="store_true", help="no progress bars or progress lines")
+    pp.add_argument("--no-progress", action="store_true", help="no progress bar")
     pp.set_defaults(func=_cmd_prepare)
 
     ts = sub.add_parser("tasks", help="list env families and tasks")
