@@ -375,10 +375,19 @@ async def _preflight(spec: RunSpec, env_targets: dict[str, list[str]],
     checks = [asyncio.ensure_future(_check_policy_servers(spec, policy_targets)),
               asyncio.ensure_future(_check_env_servers(spec, env_targets))]
     try:
-        policy_versions, env_versions = await asyncio.gather(*checks)
-    finally:  # the first failure is raised; the other check is not left running
+        first, _ = await asyncio.wait(checks, return_when=asyncio.FIRST_EXCEPTION)
+        # The other check ends on its own (each call has a deadline) before anything is
+        # raised: one cancelled with its RPC in flight leaves a completion for this loop, and
+        # under the orchestrator service (a loop per run, closed when the run ends) grpc aio's
+        # one poller then met a closed loop and dropped the service's own events.
+        await asyncio.wait(checks)
+    finally:  # only when the preflight itself is cancelled
         for check in checks:
             check.cancel()
+    failures = [(c in first, error) for c in checks if (error := c.exception()) is not None]
+    if failures:  # the first failure is raised
+        raise max(failures, key=lambda failure: failure[0])[1]
+    policy_versions, env_versions = (c.result() for c in checks)
     return {"api": moria.API_VERSION, "moria": moria.__version__,
             "python": sys.version.split()[0], **policy_versions, **env_versions}
 
