@@ -14,6 +14,11 @@ in a free-text game, its default action). To be registered a family must satisfy
    action their ``TaskInfo`` states;
    an unknown task raises ``TaskNotFoundError``; without ``GameOptions.max_steps`` the step limit
    after reset is the ``TaskInfo.max_steps`` (when that is fixed, i.e. non-zero).
+   A task listed with ``TaskInfo.unavailable`` (a sentence: what is missing, how to provide
+   it) exists but is refused by ``open`` (default options) with ``TaskUnavailableError`` naming
+   the task and giving exactly that reason (the env server turns it into
+   FAILED_PRECONDITION), never ``TaskNotFoundError`` or another exception (a sample of at most
+   ``TASK_SAMPLE``; most families list none).
 2. Determinism: two games opened with the same task and seed and reset with that seed give
    identical views (texts, images, tensors, legal actions, info), transitions and metrics for
    the same actions, even when stepped in alternation; resetting a game again with the same
@@ -41,11 +46,6 @@ in a free-text game, its default action). To be registered a family must satisfy
    the unknown key and listing the allowed ones (``env_server.options.reject_unknown``); every
    listed key is recognised: a nonsense value for it is accepted or refused with
    ``GameOptionError`` (``Family.open``'s contract), never with another exception.
-9. Unavailable tasks: a task listed with ``TaskInfo.unavailable`` (a sentence: what is missing,
-   how to provide it) exists but is refused by ``open`` (default options) with
-   ``TaskUnavailableError`` naming the task and giving exactly that reason (the env server turns
-   it into FAILED_PRECONDITION), never ``TaskNotFoundError`` or another exception. A sample of
-   at most ``TASK_SAMPLE`` is checked; a family listing none skips the check.
 
 Known family defects are listed in ``KNOWN_DEFECTS`` and run as strict xfails.
 
@@ -356,6 +356,18 @@ def test_tasks_are_listed_unique_and_open(family: Family) -> None:
         finally:
             game.close()
 
+    for info in _sample([t for t in tasks if t.unavailable]):  # none for most families
+        reason = info.unavailable
+        assert reason.strip() == reason and len(reason) >= 10 and "\n" not in reason, (
+            f"{info.task}: TaskInfo.unavailable {reason!r} is not a one-line sentence")
+        with pytest.raises(TaskUnavailableError) as err:
+            _open(family, info.task).close()
+        assert err.value.task == info.task, (err.value.task, info.task)
+        assert err.value.reason == reason, (
+            f"{info.task}: open refused it with {err.value.reason!r}, TaskInfo.unavailable "
+            f"says {reason!r}")
+        assert info.task in str(err.value) and reason in str(err.value), str(err.value)
+
     with pytest.raises(TaskNotFoundError):
         _open(family, "definitely-not-a-task")
 
@@ -597,23 +609,3 @@ def test_unknown_options_are_rejected_with_the_allowed_keys(
             _open(family, task.task, kwargs={key: JUNK_ANSWER}).close()
         except GameOptionError as exc:
             assert "unknown key" not in str(exc), f"listed key {key!r} rejected as unknown: {exc}"
-
-
-# -- 9. unavailable tasks -----------------------------------------------------------------------
-
-
-def test_unavailable_tasks_are_refused_with_their_reason(family: Family) -> None:
-    unavailable = [t for t in family.list_tasks() if t.unavailable]
-    if not unavailable:
-        pytest.skip(f"{family.name} lists no unavailable task")
-    for info in _sample(unavailable):
-        reason = info.unavailable
-        assert reason.strip() == reason and len(reason) >= 10 and "\n" not in reason, (
-            f"{info.task}: TaskInfo.unavailable {reason!r} is not a one-line sentence")
-        with pytest.raises(TaskUnavailableError) as err:
-            _open(family, info.task).close()
-        assert err.value.task == info.task, (err.value.task, info.task)
-        assert err.value.reason == reason, (
-            f"{info.task}: open refused it with {err.value.reason!r}, TaskInfo.unavailable "
-            f"says {reason!r}")
-        assert info.task in str(err.value) and reason in str(err.value), str(err.value)
