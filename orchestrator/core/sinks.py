@@ -139,7 +139,7 @@ class ProgressSink:
         self._update_steps()
 
     def _update_steps(self) -> None:
-        if self._steps is not None:
+        if self._steps is not None and not self.plain:  # plain mode draws no bar
             self.progress.update(self._steps, completed=self.tally.steps_done,
                                  total=self.tally.steps_planned, info=self.tally.info())
 
