@@ -51,6 +51,13 @@ OFFICIAL_BASE_REF = f"docker.io/library/{OFFICIAL_BASE}"
 LOCAL_BASE = "localhost/moria/python:3.11-bookworm"
 BASE_SCRIPT = ROOT / "deploy" / "engine" / "base-image.sh"
 PULL_TIMEOUT_S = 30
+# Every layer a Moria build makes carries this label (both stages; one value, so the images still
+# share their common layers), so that `build` can remove the ones it superseded without touching
+# anyone else's images.
+BUILD_LABEL = "io.moria.build"
+# Below this much free space where the engine keeps images, `build` warns before starting: ten
+# images, their build stages and the engine's staging copies need about this much.
+FREE_SPACE_WANTED = 12 * 10**9
 #: every server drains this long on SIGTERM (--grace); engines must wait longer before SIGKILL
 GRACE_S = 25
 ENV_PORT, AGENT_PORT, ORCHESTRATOR_PORT, METRICS_PORT = 50051, 50052, 50070, 9100
@@ -115,6 +122,12 @@ class Image:
     @property
     def dockerfile(self) -> Path:
         return DOCKER_DIR / self.name / "Dockerfile"
+
+    @property
+    def build_stage_tag(self) -> str:
+        """The tag of the image's build stage (``<tag>-build-stage``): tagged so that its layers
+        stay in the engine's cache when superseded images are pruned."""
+        return f"{self.tag}-build-stage"
 
 
 
@@ -279,6 +292,7 @@ def render(image: Image) -> str:
         "# ---------------------------------------------------------------------- build: a venv "
         "with the wheels",
         "FROM ${BASE_IMAGE} AS build",
+        f'LABEL {BUILD_LABEL}="moria"',
         "ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \\",
         "    PYTHONDONTWRITEBYTECODE=1",
     ]
@@ -329,6 +343,7 @@ def render(image: Image) -> str:
         "# ---------------------------------------------------------------------- runtime: the "
         "venv, no compiler",
         "FROM ${BASE_IMAGE} AS runtime",
+        f'LABEL {BUILD_LABEL}="moria"',
     ]
     user = ["RUN groupadd --system --gid 10001 moria \\",
             " && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home \\",
@@ -442,14 +457,18 @@ def _build_local_base(tool: str) -> None:
                          "sudo make base-image)")
 
 
-def build_argv(tool: str, image: Image, base: str) -> list[str]:
-    """The build command of ``image`` (from the repository root)."""
+def build_argv(tool: str, image: Image, base: str, target: str | None = None) -> list[str]:
+    """The build command of ``image`` (from the repository root); with ``target="build"``, of
+    its build stage alone, tagged ``image.build_stage_tag``."""
     argv = [tool, "build"]
     if Path(tool).name == "podman":
         # podman's default (OCI) format has no HEALTHCHECK or STOPSIGNAL
         argv += ["--format", "docker"]
-    return [*argv, "--build-arg", f"BASE_IMAGE={base}", "-f",
-            str(image.dockerfile.relative_to(ROOT)), "-t", image.tag, "."]
+    tag = image.tag if target is None else image.build_stage_tag
+    argv += ["--build-arg", f"BASE_IMAGE={base}", "-f", str(image.dockerfile.relative_to(ROOT))]
+    if target is not None:
+        argv += ["--target", target]
+    return [*argv, "-t", tag, "."]
 
 
 def _size(tool: str, tag: str) -> int:
@@ -465,9 +484,17 @@ def _build_one(tool: str, image: Image, base: str) -> tuple[float, int | None]:
     argv = build_argv(tool, image, base)
     print(f"build {image.name}: {' '.join(argv)} (log {log.relative_to(ROOT)})", flush=True)
     start = time.monotonic()
+    status = 0
     with open(log, "w") as out:
-        status = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                check=False).returncode
+        # the build stage first, tagged (see prune_superseded); the full build then finds every
+        # one of its layers in the cache
+        for step in (build_argv(tool, image, base, target="build"), argv):
+            out.write(f"$ {' '.join(step)}\n")
+            out.flush()
+            status = subprocess.run(step, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                    check=False).returncode
+            if status != 0:
+                break
     seconds = time.monotonic() - start
     if status != 0:
         tail = log.read_text(errors="replace").splitlines()[-30:]
@@ -477,6 +504,48 @@ def _build_one(tool: str, image: Image, base: str) -> tuple[float, int | None]:
     size = _size(tool, image.tag)
     print(f"built {image.tag} in {seconds:.0f} s, {size / 1e6:.0f} MB", flush=True)
     return seconds, size
+
+
+def _storage_dirs(tool: str) -> list[Path]:
+    """Where the engine writes while building: its image store (``podman info``'s graph root;
+    docker's root dir) and the staging folder (``$TMPDIR``, else /var/tmp, where podman copies
+    layers before committing them)."""
+    fmt = "{{.Store.GraphRoot}}" if Path(tool).name == "podman" else "{{.DockerRootDir}}"
+    out = subprocess.run([tool, "info", "--format", fmt], text=True, capture_output=True,
+                         check=False).stdout.strip()
+    dirs = [Path(out)] if out else []
+    dirs.append(Path(os.environ.get("TMPDIR") or "/var/tmp"))
+    return [d for d in dirs if d.exists()]
+
+
+def check_free_space(tool: str, wanted: int = FREE_SPACE_WANTED) -> list[str]:
+    """One warning per build folder of the engine with less than ``wanted`` bytes free (none
+    when all have enough), each naming the folder, its free space and how to free some."""
+    warnings = []
+    for folder in _storage_dirs(tool):
+        free = shutil.disk_usage(folder).free
+        if free < wanted:
+            warnings.append(
+                f"warning: {folder} has {free / 1e9:.1f} GB free; building every image needs "
+                f"about {wanted / 1e9:.0f} GB there (a build that runs out stops with 'no "
+                f"space left on device'). Free some: `{Path(tool).name} image prune` removes "
+                "untagged images, `" + Path(tool).name + " system df` shows what is used")
+    return warnings
+
+
+def prune_superseded(tool: str) -> str:
+    """Remove the untagged images of earlier Moria builds (label ``BUILD_LABEL``): each rebuild
+    moves an image's two tags (the image, its build stage) to new layers and leaves the old ones
+    behind, a few GB a run. The layers under a tag stay, so the next build still finds them in
+    the cache; other images are not touched. Returns a line saying what it removed."""
+    argv = [tool, "image", "prune", "--force", "--filter", f"label={BUILD_LABEL}"]
+    done = subprocess.run(argv, text=True, capture_output=True, check=False)
+    if done.returncode != 0:
+        return f"prune: `{' '.join(argv)}` failed: {done.stderr.strip()[-300:]}"
+    removed = [line for line in done.stdout.splitlines() if line.strip()
+               and not line.startswith("Total reclaimed")]
+    return (f"prune: removed {len(removed)} untagged image(s) left by earlier Moria builds "
+            f"(`{' '.join(argv[1:])}`)")
 
 
 def build(names: list[str], jobs: int = 1) -> int:
@@ -498,6 +567,8 @@ def build(names: list[str], jobs: int = 1) -> int:
     base, why = choose_base(tool)
     print(f"engine: {Path(tool).name}; base: {base} ({why}); {jobs} build(s) at a time",
           flush=True)
+    for warning in check_free_space(tool):
+        print(warning, flush=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -509,6 +580,7 @@ def build(names: list[str], jobs: int = 1) -> int:
         print(f"{image.name:<14}{image.tag:<30}{seconds:>6.0f} s{shown:>10}")
     print(f"{len(chosen)} image(s) in {wall:.0f} s wall time, {jobs} at a time "
           f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    print(prune_superseded(tool), flush=True)
     return 1 if any(size is None for _, size in results) else 0
 
 

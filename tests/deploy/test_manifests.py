@@ -519,3 +519,36 @@ def test_probe_script_reports_unreachable_as_unhealthy() -> None:
                             text=True, capture_output=True, check=False)
     assert closed.returncode == 1
     assert closed.stdout.strip() == "127.0.0.1:1: UNAVAILABLE"
+
+
+def test_every_stage_carries_the_build_label_with_one_value() -> None:
+    """``make images`` prunes untagged layers by this label; one value in every image keeps the
+    layers the images have in common shared."""
+    label = dockerfiles.images_module().BUILD_LABEL
+    for image in dockerfiles.ALL_IMAGES:
+        text = (dockerfiles.DOCKER_DIR / image / "Dockerfile").read_text()
+        stages = text.split("\nFROM ")[1:]
+        assert len(stages) == 2, image
+        for stage in stages:
+            assert stage.splitlines()[1] == f'LABEL {label}="moria"', (image, stage[:80])
+
+
+def test_build_stage_is_built_and_tagged_first() -> None:
+    images = dockerfiles.images_module()
+    image = next(i for i in images.all_images() if i.name == "babyai")
+    stage = images.build_argv("podman", image, "base:1", target="build")
+    full = images.build_argv("podman", image, "base:1")
+    assert stage[stage.index("--target") + 1] == "build"
+    assert stage[stage.index("-t") + 1] == f"{image.tag}-build-stage" == image.build_stage_tag
+    assert "--target" not in full and full[full.index("-t") + 1] == image.tag
+
+
+def test_free_space_warning_names_the_folder_and_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    images = dockerfiles.images_module()
+    monkeypatch.setattr(images, "_storage_dirs", lambda tool: [tmp_path])
+    free = shutil.disk_usage(tmp_path).free
+    assert images.check_free_space("podman", wanted=0) == []
+    (warning,) = images.check_free_space("podman", wanted=free * 2 + 10**9)
+    assert str(tmp_path) in warning and "no space left on device" in warning
+    assert "podman image prune" in warning
