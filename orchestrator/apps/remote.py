@@ -5,10 +5,12 @@ to the end and reconnects from the last sequence received + 1 when the server is
 (restarting, draining, unreachable), so nothing is missed or seen twice.
 
 ``eval_remote(spec, args, console)`` is the ``--remote`` form of ``moria eval``: it submits the
-run spec, prints the run id, follows the events with a progress bar (episodes done / total),
-prints the final line and returns the exit code: 0 completed, 1 failed or cancelled, 2 refused
-(bad spec, run id taken), 130 interrupted (Ctrl-C or SIGTERM). An interrupted client leaves the
-run going at the orchestrator unless ``--cancel-on-interrupt`` is given.
+run spec, prints the run id, follows the events with a progress bar (episodes done / total;
+when stderr is not a terminal, plain ``progress:`` lines instead: at the start, per finished or
+retried episode, and at least every ``MORIA_PROGRESS_INTERVAL_S`` seconds), prints the final
+line and returns the exit code: 0 completed, 1 failed or cancelled, 2 refused (bad spec, run id
+taken), 130 interrupted (Ctrl-C or SIGTERM). An interrupted client leaves the run going at the
+orchestrator unless ``--cancel-on-interrupt`` is given.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from moria.security import (
     open_channel,
     transport_security,
 )
-from orchestrator.report.progress import progress_bar
+from orchestrator.report.progress import PLAIN_PREFIX, elapsed_text, plain_interval, progress_bar
 from orchestrator.store.run_events import to_struct
 
 log = logging.getLogger("moria.remote")
@@ -173,25 +175,45 @@ def security_from_args(args: argparse.Namespace) -> TransportSecurity | None:
 
 
 class _Tracker:
-    """Turns events into a progress bar and remembers the final one."""
+    """Turns events into a progress bar and remembers the final one. When the console is not a
+    terminal (``plain``), it writes plain ``progress:`` lines instead of drawing the bar: one when
+    following starts, one per finished or retried episode, one at the end, and, from
+    ``heartbeat()``, one at least every ``interval_s`` seconds in between (``None``: the
+    ``MORIA_PROGRESS_INTERVAL_S`` variable, else 15 s; ``0``: none in between). The stream
+    carries episode events only (steps stay in the run's telemetry files on the server), so the
+    lines count episodes. ``clock``: monotonic seconds (injectable for tests)."""
 
-    def __init__(self, progress: Progress, total: int, done: int):
+    def __init__(self, progress: Progress, total: int, done: int, *, plain: bool = False,
+                 interval_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.progress = progress
         self.bar = progress.add_task("episodes", total=total or None, completed=done)
         self.final: pb.RunEvent | None = None
         self.last_sequence = 0
+        self.plain = plain
+        self.interval_s = plain_interval(interval_s)
+        self.clock = clock
+        self.total, self.done = total, done
+        self._started = self._last_line = clock()
+        self._line("following", force=True)
 
     def __call__(self, event: pb.RunEvent) -> None:
         self.last_sequence = event.sequence
         payload = dict_from_struct(event.payload)
         if "episodes_total" in payload:
-            self.progress.update(self.bar, total=int(payload["episodes_total"]) or None)
+            self.total = int(payload["episodes_total"])
+            self.progress.update(self.bar, total=self.total or None)
         if "episodes_done" in payload:
-            self.progress.update(self.bar, completed=int(payload["episodes_done"]))
+            self.done = int(payload["episodes_done"])
+            self.progress.update(self.bar, completed=self.done)
         if event.type == "episode_finished":
-            self.progress.update(self.bar, description=(
-                f"{payload.get('env')}/{str(payload.get('task', '')).rsplit('/', 1)[-1]} "
-                f"#{int(payload.get('episode_index', 0))}: {payload.get('end_reason')}"))
+            what = (f"{payload.get('env')}/{str(payload.get('task', '')).rsplit('/', 1)[-1]} "
+                    f"#{int(payload.get('episode_index', 0))}: {payload.get('end_reason')}")
+            self.progress.update(self.bar, description=what)
+            progression = payload.get("progression")
+            self._line(f"episode {what}"
+                       + ("" if progression is None else f", progression {progression:.2f}")
+                       + f", {int(payload.get('num_steps', 0))} steps", force=True)
         elif event.type == "episode_retried":
             self.progress.console.print(
                 f"episode {payload.get('env')}/{payload.get('task')} "
@@ -199,6 +221,30 @@ class _Tracker:
                 highlight=False)
         if event.type in FINAL_EVENTS:
             self.final = event
+            self._line(event.type, force=True)
+
+    def _line(self, what: str, *, force: bool = False) -> None:
+        """Write a plain line (plain mode only) when ``force`` or ``interval_s`` has passed."""
+        if not self.plain:
+            return
+        now = self.clock()
+        if not force and (self.interval_s <= 0 or now - self._last_line < self.interval_s):
+            return
+        self._last_line = now
+        self.progress.console.print(
+            f"{PLAIN_PREFIX} {what} | episodes {self.done}/{self.total or '?'} | elapsed "
+            f"{elapsed_text(now - self._started)}", markup=False, highlight=False, emoji=False,
+            soft_wrap=True)
+
+    async def heartbeat(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                        ) -> None:
+        """Write a ``running`` line whenever ``interval_s`` passed without one; runs until
+        cancelled (returns at once when not plain or the interval is 0)."""
+        if not self.plain or self.interval_s <= 0:
+            return
+        while True:
+            await sleep(max(self.interval_s - (self.clock() - self._last_line), 0.5))
+            self._line("running")
 
 
 def final_line(run_id: str, event: pb.RunEvent | None) -> str:
@@ -243,10 +289,17 @@ async def _eval_remote(spec: dict[str, Any], args: argparse.Namespace, console: 
                       f"({STATE_NAMES.get(run.state, '?')}; results on the server in "
                       f"{run.output_dir})", highlight=False)
         print(run_id, flush=True)
-        progress = progress_bar(console, not getattr(args, "no_progress", False), eta=False)
+        shown = not getattr(args, "no_progress", False)
+        plain = shown and not console.is_terminal
+        progress = progress_bar(console, shown and not plain, eta=False)
         with progress:
-            tracker = _Tracker(progress, int(run.episodes_total), int(run.episodes_done))
-            await client.follow(run_id, tracker)
+            tracker = _Tracker(progress, int(run.episodes_total), int(run.episodes_done),
+                               plain=plain)
+            beat = asyncio.create_task(tracker.heartbeat(), name="moria-remote-heartbeat")
+            try:
+                await client.follow(run_id, tracker)
+            finally:
+                beat.cancel()
         line = final_line(run_id, tracker.final)
         print(line, flush=True)
         return 0 if tracker.final is not None and tracker.final.type == "completed" else 1

@@ -330,8 +330,9 @@ async def test_cli_eval_remote(tmp_path: Path) -> None:
                      "eval.num_episodes.babyai=2", "eval.num_workers=1",
                      f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]",
                      "eval.run_id=cli-run"]
+        # progress on: stderr is a pipe, so plain `progress:` lines instead of a bar
         proc = await asyncio.create_subprocess_exec(
-            str(VENV_BIN / "moria"), "eval", "--remote", address, "--no-progress", *overrides,
+            str(VENV_BIN / "moria"), "eval", "--remote", address, *overrides,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=240)
         out, err = stdout.decode(), stderr.decode()
@@ -339,6 +340,12 @@ async def test_cli_eval_remote(tmp_path: Path) -> None:
         assert out.splitlines()[0] == "cli-run"
         assert "run cli-run completed: 2/2 episodes done, average progress 100.0%" in out
         assert "submitted run cli-run" in err
+        plain = [line for line in err.splitlines() if line.startswith("progress:")]
+        assert plain[0].startswith("progress: following | episodes 0/2 | elapsed "), err
+        finished = [line for line in plain if line.startswith("progress: episode ")]
+        assert len(finished) == 2 and all(", progression 1.00, " in line for line in finished)
+        assert plain[-1].startswith("progress: completed | episodes 2/2 | elapsed "), err
+        assert "\x1b[" not in err  # no bar drawn
         assert servicer.runs["cli-run"].state == "succeeded"
 
         # the same command again follows the finished run instead of starting another
