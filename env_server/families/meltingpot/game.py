@@ -19,6 +19,16 @@ substrate's event counts: ``edible_consumed``, ``zap``, ``player_cleaned``, ...)
 ``end_reason`` (``substrate`` when the substrate ended the episode, ``step_limit``, or "") and
 ``progression``: the share of players whose return is above 0.
 
+Scenarios (``scenario`` and ``background`` given, ``family.open``): the seats are the
+scenario's focal players, still named after their substrate slot (``player_<i>``); the other
+slots are played by ``bots.Population`` inside the game, which picks their actions from the
+current observation before each step. A seat then sees only Melting Pot's permitted scenario
+observations (``SCENARIO_PERMITTED``, ``meltingpot/scenario.py``) and ``COLLECTIVE_REWARD`` (the
+sum of every player's reward, bots included); its text says no absolute position and its
+tensors/info carry no ``POSITION``/``ORIENTATION``. ``returns``, ``collective_return``,
+``per_capita_return`` and ``progression`` are the focal players' (Melting Pot scores a
+scenario by the focal per-capita return); the bots' are under ``background``.
+
 Determinism: the dmlab2d seeds come from the episode seed, but Melting Pot's Lua engine does not
 replay an episode from its seed (two envs built with the same seed diverge, within one process
 too): see docs/families/meltingpot.md.
@@ -28,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,10 +57,18 @@ from env_server.game import (
     SubmittedAction,
 )
 
+if TYPE_CHECKING:
+    from env_server.families.meltingpot.bots import Population
+    from env_server.families.meltingpot.scenarios import ScenarioSpec
+
 DEFAULT_ACTION = "NOOP"
 #: the observations a player may use (Melting Pot's scenario rules); RGB is the image
 PERMITTED = ("INVENTORY", "READY_TO_SHOOT", "HUNGER", "MY_OFFER", "OFFERS", "STAMINA", "VOTING",
              "COLLECTIVE_REWARD", "NUM_OTHERS_WHO_CLEANED_THIS_STEP")
+#: the observations a focal player of a scenario gets (``PERMITTED_OBSERVATIONS`` of
+#: dm-meltingpot 2.4.1's ``meltingpot/scenario.py``); RGB is the image
+SCENARIO_PERMITTED = ("INVENTORY", "READY_TO_SHOOT", "HUNGER", "MY_OFFER", "OFFERS", "STAMINA",
+                      "VOTING", "COLLECTIVE_REWARD")
 _MAX_SEED = 2**32 - 1
 
 
@@ -70,22 +88,33 @@ def crop_rgb(rgb: np.ndarray, radius: int, window: Mapping[str, int]) -> np.ndar
 
 
 class MeltingPotGame(Game):
-    """A substrate game, built by ``MeltingPotFamily.open``; not reset yet."""
+    """A substrate game, or a scenario's (module doc), built by ``MeltingPotFamily.open``; not
+    reset yet. ``roles``: one per substrate slot; ``scenario``/``background``: the scenario and
+    its bots (both or neither)."""
 
-    def __init__(self, spec: substrates.TaskSpec, options: GameOptions, roles: tuple[str, ...]):
+    def __init__(self, spec: substrates.TaskSpec, options: GameOptions, roles: tuple[str, ...],
+                 scenario: ScenarioSpec | None = None, background: Population | None = None):
         self._spec = spec
         self._options = options
         self._roles = roles
+        self._scenario = scenario
+        self._background = background
         self._settings = substrates.build_settings(spec.name, roles)
         self._table = SpriteTable(substrates.sprite_names(self._settings),
                                   substrates.sprite_layers(self._settings))
-        self._agents = [agent_id(i) for i in range(len(roles))]
+        bots = set(background.slots) if background is not None else set()
+        #: the substrate slots the seats play, in order
+        self._seats = [i for i in range(len(roles)) if i not in bots]
+        self._agents = [agent_id(i) for i in self._seats]
         self._actions = list(spec.actions)
         cap = int(options.max_steps) if options.max_steps else spec.max_steps
         self._max_steps = min(cap, spec.max_steps) if spec.max_steps else cap
-        self._instructions = {a: build_instruction(spec, i, len(roles), self._table,
-                                                   self._max_steps)
-                              for i, a in enumerate(self._agents)}
+        self._instructions = {}
+        for i, a in zip(self._seats, self._agents, strict=True):
+            text = build_instruction(spec, i, len(roles), self._table, self._max_steps)
+            if scenario is not None:
+                text += "\n\n" + scenario_note(scenario, i, sorted(bots))
+            self._instructions[a] = text
         self._env: Any = None
         self._closed = False
         self._obs: Mapping[str, Any] | None = None
@@ -136,11 +165,13 @@ class MeltingPotGame(Game):
         self._obs = timestep.observation
         self._done = False
         self._steps = 0
-        self._returns = [0.0] * len(self._agents)
-        self._last = [0.0] * len(self._agents)
         self._events = Counter()
         self._end_reason = ""
-        return {a: self._view(i) for i, a in enumerate(self._agents)}
+        self._returns = [0.0] * len(self._roles)
+        self._last = [0.0] * len(self._roles)
+        if self._background is not None:
+            self._background.reset(int(seed))
+        return {a: self._view(i) for i, a in zip(self._seats, self._agents, strict=True)}
 
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         if self._closed:
@@ -155,18 +186,24 @@ class MeltingPotGame(Game):
         names = [a.name for a in self._actions]
         applied: dict[str, tuple[str, bool, str]] = {}
         lab2d: dict[str, int] = {}
-        for i, agent in enumerate(self._agents):
+        chosen: dict[int, int] = {}
+        for i, agent in zip(self._seats, self._agents, strict=True):
             name, valid = resolve_action(actions[agent], self._actions, DEFAULT_ACTION)
             applied[agent] = (name, valid, "" if valid else
                               invalid_action_feedback(actions[agent], name))
-            for key, value in self._spec.table[names.index(name)].items():
+            chosen[i] = names.index(name)
+        if self._background is not None:
+            step_type = 0 if self._steps == 0 else 1  # dm_env's FIRST, MID
+            chosen.update(self._background.act(self._obs, step_type, self._last, names))
+        for i, index in chosen.items():
+            for key, value in self._spec.table[index].items():
                 lab2d[f"{i + 1}.{key}"] = int(value)
         timestep = self._env.step(lab2d)
         self._obs = timestep.observation
         self._steps += 1
         for name, _ in self._env.events():
             self._events[str(name)] += 1
-        for i in range(len(self._agents)):
+        for i in range(len(self._roles)):
             reward = float(self._obs[f"{i + 1}.REWARD"])
             self._last[i] = reward
             self._returns[i] += reward
@@ -176,7 +213,7 @@ class MeltingPotGame(Game):
         if self._done:
             self._end_reason = "step_limit" if truncated else "substrate"
         transitions = {}
-        for i, agent in enumerate(self._agents):
+        for i, agent in zip(self._seats, self._agents, strict=True):
             name, valid, feedback = applied[agent]
             transitions[agent] = AgentTransition(
                 view=self._view(i), reward=self._last[i], terminated=terminated,
@@ -186,19 +223,33 @@ class MeltingPotGame(Game):
                           metrics=self.metrics(), done=self._done)
 
     def metrics(self) -> dict[str, Any]:
-        n = len(self._agents)
-        total = float(sum(self._returns))
-        return {
-            "progression": sum(1 for r in self._returns if r > 0) / n if n else 0.0,
+        """The episode's figures (module doc): the seats' returns; for a scenario, also
+        ``scenario`` and ``background`` (per bot slot: the sampled bot, its role, its return
+        and how often it played each action)."""
+        focal = [self._returns[i] for i in self._seats]
+        n = len(focal)
+        total = float(sum(focal))
+        found: dict[str, Any] = {
+            "progression": sum(1 for r in focal if r > 0) / n if n else 0.0,
             "substrate": self._spec.name,
             "steps": self._steps,
-            "returns": {a: float(self._returns[i]) for i, a in enumerate(self._agents)},
+            "returns": {a: float(self._returns[i])
+                        for i, a in zip(self._seats, self._agents, strict=True)},
             "collective_return": total,
             "per_capita_return": total / n if n else 0.0,
             "events": dict(sorted(self._events.items())),
-            "roles": {a: self._roles[i] for i, a in enumerate(self._agents)},
+            "roles": {a: self._roles[i] for i, a in zip(self._seats, self._agents, strict=True)},
             "end_reason": self._end_reason,
         }
+        if self._scenario is not None and self._background is not None:
+            found["scenario"] = self._scenario.name
+            found["background"] = {
+                agent_id(i): {"bot": self._background.sampled.get(i, ""),
+                              "role": self._roles[i], "return": float(self._returns[i]),
+                              "actions": dict(sorted(self._background.actions.get(i, {})
+                                                     .items()))}
+                for i in self._background.slots}
+        return found
 
     def render(self) -> np.ndarray:
         if self._obs is None:
@@ -230,11 +281,14 @@ class MeltingPotGame(Game):
 
     def _scalars(self, index: int) -> dict[str, np.ndarray]:
         assert self._obs is not None
+        permitted = PERMITTED if self._scenario is None else SCENARIO_PERMITTED
         found = {}
         for name in self._spec.observations:
             key = f"{index + 1}.{name}"
-            if name in PERMITTED and key in self._obs:
+            if name in permitted and key in self._obs:
                 found[name] = np.asarray(self._obs[key])
+        if self._scenario is not None:
+            found["COLLECTIVE_REWARD"] = np.asarray(sum(self._last), dtype=np.float64)
         return found
 
     def _view(self, index: int) -> AgentView:
@@ -244,22 +298,33 @@ class MeltingPotGame(Game):
         orientation = int(obs[f"{index + 1}.ORIENTATION"])
         view = self.decoded(index)
         scalars = self._scalars(index)
-        text = describe(player=index, num_players=len(self._agents), step=self._steps,
+        text = describe(player=index, num_players=len(self._roles), step=self._steps,
                         max_steps=self._max_steps, reward=self._last[index],
-                        total=self._returns[index], position=position,
+                        total=self._returns[index], position=[int(p) for p in position],
                         orientation=orientation, view=view, table=self._table,
-                        window=self._spec.view, scalars=scalars)
+                        window=self._spec.view, scalars=scalars,
+                        show_position=self._scenario is None)
         image = None
         if self._options.render_image:
             image = crop_rgb(np.asarray(obs[f"{index + 1}.RGB"]), self._spec.radius,
                              self._spec.view)
-        tensors = {name: np.asarray(value, dtype=np.float64) for name, value in scalars.items()}
-        tensors["POSITION"] = position
-        tensors["ORIENTATION"] = np.array(orientation, dtype=np.int64)
-        info: dict[str, Any] = {"position": [int(position[0]), int(position[1])],
-                                "orientation": orientation, "on_map": view.on_grid}
+        tensors: dict[str, np.ndarray] = {name: np.asarray(value, dtype=np.float64)
+                                          for name, value in scalars.items()}
+        info: dict[str, Any] = {"on_map": view.on_grid}
+        if self._scenario is None:
+            tensors["POSITION"] = position
+            tensors["ORIENTATION"] = np.array(orientation, dtype=np.int64)
+            info.update(position=[int(position[0]), int(position[1])], orientation=orientation)
         if self._options.oracle:
             seed = self._steps + 7 * int(position[0]) + 13 * int(position[1])
             info["expert_action"] = oracle.expert_action(self._spec, view, self._table, index,
                                                          scalars, seed)
         return AgentView(long_term_context=text, image=image, tensors=tensors, info=info)
+
+
+def scenario_note(scenario: ScenarioSpec, index: int, bots: list[int]) -> str:
+    """The instruction's paragraph on a scenario: what it is and which players are bots."""
+    others = ", ".join(agent_id(i) for i in bots) or "none"
+    return (f"This is the Melting Pot scenario {scenario.name}: {scenario.summary}. You "
+            f"(player_{index}) are one of its {scenario.num_focal} focal players; background "
+            f"bots play the other slots ({others}).")

@@ -29,6 +29,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 VERSION = "2.4.1"
 ASSETS_VERSION = "2.3.0"  # setup.py's ASSETS_VERSION for dm-meltingpot 2.4.1
@@ -74,7 +75,7 @@ def install() -> None:
         with tarfile.open(archives[0]) as tar:
             # the "data" filter exists from Python 3.11.4 (and in backports); Debian bookworm's
             # 3.11.2 (the local debootstrap base image) has none
-            safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
             tar.extractall(work / "src", **safe)
         roots = [p for p in (work / "src").iterdir() if (p / "setup.py").is_file()]
         if len(roots) != 1:

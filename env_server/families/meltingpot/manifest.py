@@ -1,6 +1,7 @@
 """The meltingpot family's manifest (``moria.families``): Melting Pot's social dilemmas
-(every substrate the family decodes is a task, and every scenario is listed as an unavailable
-one; ``moria tasks --env meltingpot`` lists them)."""
+(every substrate the family decodes is a task, and so is every scenario, playable with
+tensorflow and the assets tarball, else listed as unavailable; ``moria tasks --env meltingpot``
+lists them)."""
 
 from __future__ import annotations
 
@@ -27,5 +28,6 @@ MANIFESTS = [FamilyManifest(
                  "rationalizable_coordination_in_the_matrix__",
                  "running_with_scissors_in_the_matrix__", "stag_hunt_in_the_matrix__",
                  "territory__"),
-    options_help="assets: PATH of the assets tarball (scenarios only; they also need tensorflow)",
+    options_help=("assets: PATH of the assets tarball or folder (scenarios only; needs the "
+                  "meltingpot-scenarios extra; MORIA_MELTINGPOT_ASSETS sets it server-wide)"),
 )]

@@ -9,15 +9,19 @@ files shipped in the package. So this module registers the ``meltingpot`` packag
 running its ``__init__`` and imports only those two modules; the family does the multi-player
 bookkeeping itself (``env_server/families/meltingpot/game.py``), as the package's wrappers do.
 
-Scenarios (substrates with background bots) do need tensorflow and the assets tarball: the
-family lists them (``scenario_configs``: ``meltingpot.configs.scenarios``, which imports no
-tensorflow) as unavailable, and ``scenario_unavailable`` says why.
+Scenarios (substrates with background bots) do need tensorflow (the ``meltingpot-scenarios``
+extra) and the assets tarball: the family lists them (``scenario_configs``:
+``meltingpot.configs.scenarios``, which imports no tensorflow), plays them where both are there
+(``bots.py`` loads the bots through the package's ``meltingpot.utils.policies`` modules, which
+import tensorflow, dm-tree and dm-env only) and otherwise lists them as unavailable, with
+``scenario_unavailable`` saying why.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -85,25 +89,44 @@ def scenario_configs() -> Mapping[str, Any]:
     return configs
 
 
+#: The environment variable naming the assets (tarball or folder) for the whole env server:
+#: with it (and tensorflow) ``ListTasks`` lists the scenarios as available, so that ``moria
+#: eval``'s preflight lets them run; an open's ``assets`` option overrides it.
+ASSETS_ENV = "MORIA_MELTINGPOT_ASSETS"
+
 #: ``scenario_unavailable``'s sentences (the reasons a scenario cannot be opened here).
 NEEDS_ASSETS_AND_TENSORFLOW = (
     "needs the Melting Pot assets tarball (meltingpot_kwargs.assets=PATH) and tensorflow, "
     "which the meltingpot extra does not install")
 NEEDS_TENSORFLOW = (
-    "needs tensorflow (the background bots in the assets are TensorFlow saved models), which "
-    "the meltingpot extra does not install")
-BOTS_NOT_RUN = (
-    "needs Melting Pot's background bots, which Moria's meltingpot family does not run yet "
-    "(it serves the substrates only)")
+    "needs tensorflow (the background bots in the assets are TensorFlow saved models): "
+    "install the meltingpot-scenarios extra")
+NEEDS_ASSETS = (
+    "needs the Melting Pot assets tarball, whose background bots (TensorFlow saved models) "
+    "this server's tensorflow runs: pass meltingpot_kwargs.assets=PATH, and for moria eval "
+    f"start the env server with {ASSETS_ENV}=PATH")
+
+
+def tensorflow_installed() -> bool:
+    """Whether ``import tensorflow`` can find the package (it is not imported here)."""
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def default_assets() -> str | None:
+    """The env server's assets path (``MORIA_MELTINGPOT_ASSETS``), or None when unset or
+    empty. Not checked here (``family.open`` checks the path it uses)."""
+    value = os.environ.get(ASSETS_ENV, "").strip()
+    return value or None
 
 
 def scenario_unavailable(assets: bool = False) -> str:
-    """Why this server cannot open a scenario; never "" (the family does not run the bots).
+    """Why this server cannot open a scenario, or "" when nothing is missing.
 
-    ``assets``: whether the open options name an assets tarball (``ListTasks`` takes no
-    options, so its reason is the one without): without tensorflow the reason is the missing
-    tarball and tensorflow, or tensorflow alone; with tensorflow importable (not something
-    the meltingpot extra installs) it is that the family does not run the bots."""
-    if importlib.util.find_spec("tensorflow") is None:
+    ``assets``: whether an assets path is known (the open's ``assets`` option or the server's
+    ``MORIA_MELTINGPOT_ASSETS``; ``ListTasks`` takes no options, so its reason knows only the
+    latter). Without tensorflow the reason is the missing tarball and tensorflow, or tensorflow
+    alone; with tensorflow it is the missing tarball, or "" once one is known (its content is
+    checked when a scenario opens: ``bots.Assets``)."""
+    if not tensorflow_installed():
         return NEEDS_TENSORFLOW if assets else NEEDS_ASSETS_AND_TENSORFLOW
-    return BOTS_NOT_RUN
+    return "" if assets else NEEDS_ASSETS

@@ -3,10 +3,11 @@ population of background bots (``meltingpot.configs.scenarios.SCENARIO_CONFIGS``
 dm-meltingpot 2.4.1).
 
 The family lists every scenario after the substrates, under its own name
-(``commons_harvest__open_0``), and serves none: the bots are TensorFlow saved models in the
-assets tarball, and the meltingpot extra installs no tensorflow (``package.scenario_unavailable``
-gives the reason each ``TaskInfo.unavailable`` carries). A scenario's seats are its focal
-players (``num_agents``); its step limit is its substrate's ``maxEpisodeLengthFrames``.
+(``commons_harvest__open_0``). It plays those whose substrate it serves (``SUBSTRATES``: 194 of
+the 312) when tensorflow is installed and an assets path is known (``bots.py`` runs the bots;
+``package.scenario_unavailable`` gives the reason otherwise); the others stay unavailable
+(``not_served``: their substrate's observations are not decoded). A scenario's seats are its
+focal players (``num_agents``); its step limit is its substrate's ``maxEpisodeLengthFrames``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class ScenarioSpec:
     max_steps: int
 
     @property
+    def served(self) -> bool:
+        """Whether the family serves the scenario's substrate (``SUBSTRATES``)."""
+        return self.substrate in SUBSTRATES
+
+    @property
     def description(self) -> str:
         """The ``TaskInfo.description``: what the scenario is, from its config."""
         tags = f" (tags: {', '.join(self.tags)})" if self.tags else ""
@@ -43,6 +49,13 @@ class ScenarioSpec:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def not_served(substrate: str) -> str:
+    """The reason a scenario of a substrate outside ``SUBSTRATES`` cannot be opened."""
+    return (f"its substrate {substrate} is not one this family serves (its observation text "
+            f"is not decoded); the family plays the scenarios of its {len(SUBSTRATES)} "
+            "substrates")
 
 
 @cache

@@ -225,16 +225,19 @@ OBSERVATION_NOTES = {
 def describe(*, player: int, num_players: int, step: int, max_steps: int, reward: float,
              total: float, position: Sequence[int], orientation: int, view: View,
              table: SpriteTable, window: Mapping[str, int],
-             scalars: Mapping[str, Any]) -> str:
-    """The long-term text of one player (module doc)."""
+             scalars: Mapping[str, Any], show_position: bool = True) -> str:
+    """The long-term text of one player (module doc). ``show_position`` False (a scenario's
+    focal player, who gets no absolute position in Melting Pot) says the facing only."""
     lines = [f"You are player_{player} ({num_players} players). Step {step} of {max_steps}.",
              f"Reward last step: {_value_text(reward)}; your total: {_value_text(total)}."]
     if not view.on_grid:
         lines.append("You are not on the map right now (you were zapped out); you will "
                      "reappear at a spawn point.")
-    else:
+    elif show_position:
         lines.append(f"You are at x={int(position[0])}, y={int(position[1])} (x grows east, "
                      f"y grows south), facing {FACINGS[orientation]}.")
+    else:
+        lines.append(f"You are facing {FACINGS[orientation]}.")
     for name, value in scalars.items():
         note = OBSERVATION_NOTES.get(name)
         lines.append(f"{name}: {_value_text(value)}" + (f" ({note})" if note else ""))
