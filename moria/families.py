@@ -71,6 +71,10 @@ class FamilyManifest:
     ``environment`` and ``llm-worker --env`` accept them: :func:`resolve_environment`).
     ``aliases``: other names that stand for the whole family.
     ``balrog``: how BALROG's code names it (:class:`BalrogReference`; None: not a BALROG env).
+    ``server_env``: family option -> environment variable of the env server that sets the same
+    thing server-wide, for options a server must know before any open (``ListTasks`` takes no
+    options): when a run gives such an option and ``moria`` starts the env server itself, the
+    server gets the variable (:func:`server_environment`).
     """
 
     name: str
@@ -88,6 +92,7 @@ class FamilyManifest:
     id_prefixes: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     balrog: BalrogReference | None = None
+    server_env: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON form stored in ``families.json``."""
@@ -108,7 +113,9 @@ class FamilyManifest:
                    options_help=str(data.get("options_help", "")),
                    id_prefixes=tuple(data.get("id_prefixes", ())),
                    aliases=tuple(data.get("aliases", ())),
-                   balrog=BalrogReference(**data["balrog"]) if data.get("balrog") else None)
+                   balrog=BalrogReference(**data["balrog"]) if data.get("balrog") else None,
+                   server_env={str(k): str(v)
+                               for k, v in dict(data.get("server_env", {})).items()})
 
 
 def table_text(manifests: list[FamilyManifest]) -> str:
@@ -125,6 +132,21 @@ def families() -> dict[str, FamilyManifest]:
     it with ``python -m env_server.families``)."""
     data = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
     return {row["name"]: FamilyManifest.from_json(row) for row in data["families"]}
+
+
+def server_environment(options_by_env: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The environment variables an env server started for a run needs: for each env's options
+    (``envs.<env>_kwargs``) that its manifest lists in ``server_env``, the variable set to the
+    option's value (as text). Unknown envs and options not listed give nothing."""
+    table = families()
+    found = {}
+    for env, options in options_by_env.items():
+        manifest = table.get(env)
+        for option, variable in (manifest.server_env.items() if manifest else ()):
+            value = options.get(option)
+            if value is not None and value != "":
+                found[variable] = str(value)
+    return found
 
 
 def suite_envs(suite: str) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from rich.console import Console
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.families import server_environment
 from moria.files import atomic_write_text, remove_stale_temp_files
 from moria.quoting import quote_names
 from moria.strategies import strategy_facts
@@ -141,8 +142,11 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                 raise PreflightError(str(exc)) from None
             return await _run_with(spec, out, run_id, todo, skipped,
                                    _endpoint_targets(spec), console, show_progress, sinks)
+        env_vars = server_environment({env: spec.envs.kwargs_for(env)
+                                       for env in spec.envs.env_list})
         async with LocalStack(spec.envs.env_list, out / "logs",
-                              env_capacity=max(64, spec.eval.num_workers * 2)) as stack:
+                              env_capacity=max(64, spec.eval.num_workers * 2),
+                              env_vars=env_vars) as stack:
             targets = ({env: [stack.env_target] for env in spec.envs.env_list},
                        [stack.policy_target])
             return await _run_with(spec, out, run_id, todo, skipped, targets,

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,14 +63,17 @@ class LocalStack:
 
     ``env_families``: the families the env server hosts. ``log_dir``: where child logs go.
     ``env_capacity``: the env server's session capacity (None: the server default).
+    ``env_vars``: extra environment variables of the env server (``moria.families.
+    server_environment``: options it must know before any open).
     Use as ``async with LocalStack(...) as stack: stack.env_target, stack.policy_target``.
     """
 
     def __init__(self, env_families: list[str], log_dir: Path, *,
                  env_capacity: int | None = 256,
                  startup_timeout_s: float = 120.0, stop_grace_s: float = 10.0,
-                 with_agent: bool = True):
+                 with_agent: bool = True, env_vars: Mapping[str, str] | None = None):
         self.env_families = env_families
+        self.env_vars = dict(env_vars or {})
         self.with_agent = with_agent
         self.log_dir = log_dir
         self.env_capacity = env_capacity
@@ -94,7 +98,8 @@ class LocalStack:
         try:
             capacity = [] if self.env_capacity is None else ["--capacity",
                                                               str(self.env_capacity)]
-            self._spawn("env_server", ["--families", ",".join(self.env_families), *capacity])
+            self._spawn("env_server", ["--families", ",".join(self.env_families), *capacity],
+                        self.env_vars)
             if self.with_agent:
                 self._spawn("agent_server", [])
             await asyncio.gather(*(self._wait_healthy(c) for c in self.children))
@@ -106,7 +111,8 @@ class LocalStack:
     async def __aexit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, module: str, extra: list[str]) -> None:
+    def _spawn(self, module: str, extra: list[str],
+               env_vars: Mapping[str, str] | None = None) -> None:
         assert self._sock_dir is not None
         target = f"unix://{self._sock_dir}/{module}.sock"
         log_path = self.log_dir / f"{module}.log"
@@ -116,7 +122,7 @@ class LocalStack:
                 [sys.executable, "-m", module, "serve", "--address", target, "--grace", "5",
                  *extra],
                 stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env={**os.environ, **(env_vars or {}), "PYTHONUNBUFFERED": "1"})
         self.children.append(ChildServer(module, target, process, log_path, offset))
         log.info("started %s (pid %d) on %s", module, process.pid, target)
 

@@ -408,3 +408,25 @@ async def test_moria_eval_plays_a_scenario_on_a_server_with_the_assets(
                                                          (tmp_path / "out").rglob("*.json")]
     assert any(f'"{plays["commons_harvest__open__free_0"]}": 3' in t
                or f'"{plays["commons_harvest__open__free_1"]}": 3' in t for t in texts)
+
+
+async def test_moria_eval_with_the_assets_option_starts_its_env_server_with_them(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        harvest_tarball: tuple[Path, dict[str, str]]) -> None:
+    """The issue's form: only ``envs.meltingpot_kwargs.assets=PATH`` on the command line, no
+    variable set and no endpoints: ``moria eval`` starts its own env server with
+    ``MORIA_MELTINGPOT_ASSETS`` (the manifest's ``server_env``), so the preflight passes."""
+    import json
+
+    from tests.integration.test_run_outcomes import moria
+
+    path, _ = harvest_tarball
+    monkeypatch.delenv(package.ASSETS_ENV, raising=False)
+    code, _, err = await moria(
+        "eval", "agent.type=random", "envs.names=meltingpot",
+        f"tasks.meltingpot_tasks=[{HARVEST}]", "eval.num_episodes.meltingpot=1",
+        "eval.max_steps_per_episode=2", "eval.output_dir=out",
+        f"envs.meltingpot_kwargs.assets={path}", "--no-progress", cwd=tmp_path, timeout=300)
+    assert code == 0, err[-3000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["episodes_played"] == 1, summary

@@ -51,3 +51,14 @@ def test_a_new_family_folder_is_discovered_with_nothing_else_touched(
 def test_the_table_round_trips() -> None:
     for manifest in families.families().values():
         assert FamilyManifest.from_json(manifest.as_json()) == manifest
+
+
+def test_server_environment_maps_listed_options_to_the_env_servers_variables() -> None:
+    assert families.families()["meltingpot"].server_env == {
+        "assets": "MORIA_MELTINGPOT_ASSETS"}
+    found = families.server_environment({
+        "meltingpot": {"assets": "/data/mp.tar.gz"}, "babyai": {"num_dists": 2},
+        "no_such_env": {"assets": "x"}})
+    assert found == {"MORIA_MELTINGPOT_ASSETS": "/data/mp.tar.gz"}
+    assert families.server_environment({"meltingpot": {"assets": ""}}) == {}
+    assert families.server_environment({"meltingpot": {}}) == {}

@@ -30,4 +30,6 @@ MANIFESTS = [FamilyManifest(
                  "territory__"),
     options_help=("assets: PATH of the assets tarball or folder (scenarios only; needs the "
                   "meltingpot-scenarios extra; MORIA_MELTINGPOT_ASSETS sets it server-wide)"),
+    # ListTasks takes no options: a local env server learns the assets from the variable
+    server_env={"assets": "MORIA_MELTINGPOT_ASSETS"},
 )]
