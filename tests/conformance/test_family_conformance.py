@@ -155,11 +155,7 @@ def family(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
     prepare = PREPARE.get(name)
     if prepare is not None:
         prepare(monkeypatch, tmp_path_factory)
-    try:
-        return load_family(name)
-    except ModuleNotFoundError as exc:
-        _skip_if_third_party_missing(exc)
-        raise
+    return load_family(name)  # a game package that is missing fails (make install has all)
 
 
 @pytest.fixture
@@ -178,21 +174,9 @@ def _available(tasks: list[TaskInfo]) -> list[TaskInfo]:
     return [t for t in tasks if not t.unavailable]
 
 
-def _skip_if_third_party_missing(exc: ModuleNotFoundError) -> None:
-    """Skip (as the family's own tests do) when a game package is not installed; a missing
-    module of this repository is a failure, not a skip."""
-    top = (exc.name or "").partition(".")[0]
-    if top and top not in {"env_server", "moria", "tests"}:
-        pytest.skip(f"{top} is not installed")
-
-
 def _open(family: Family, task: str, seed: int = SEED, **options: Any) -> Game:
     """``family.open(task, GameOptions(seed=seed, **options))``."""
-    try:
-        return family.open(task, GameOptions(seed=seed, **options))
-    except ModuleNotFoundError as exc:
-        _skip_if_third_party_missing(exc)
-        raise
+    return family.open(task, GameOptions(seed=seed, **options))
 
 
 # -- playing ------------------------------------------------------------------------------------

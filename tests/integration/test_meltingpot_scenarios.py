@@ -28,10 +28,6 @@ from typing import Any
 import grpc
 import pytest
 
-if importlib.util.find_spec("meltingpot") is None or importlib.util.find_spec("dmlab2d") is None:
-    pytest.skip("dm-meltingpot/dmlab2d are not installed (make install installs them)",
-                allow_module_level=True)
-
 from env_server.families.meltingpot import package
 from env_server.families.meltingpot.bots import bot_spec
 from env_server.families.meltingpot.family import MeltingPotFamily

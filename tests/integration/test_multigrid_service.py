@@ -8,8 +8,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("mosaic_multigrid", reason="mosaic-multigrid is not installed")
-
 from env_server.families import FAMILIES
 from moria.clients import EnvClient
 from moria.codecs import (

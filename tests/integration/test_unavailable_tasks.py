@@ -8,7 +8,6 @@ never served: their bots need tensorflow) check the real case.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +25,6 @@ from tests.support.unavailable_family import LOCKED_REASON
 
 MORIA = str(Path(sys.executable).parent / "moria")
 
-needs_meltingpot = pytest.mark.skipif(
-    importlib.util.find_spec("meltingpot") is None or importlib.util.find_spec("dmlab2d") is None,
-    reason="dm-meltingpot/dmlab2d are not installed (make install installs them)")
 
 
 @pytest.fixture
@@ -65,7 +61,6 @@ async def test_an_unavailable_task_is_listed_with_its_reason_and_refused_at_open
         assert (await client.get_info()).active_sessions == 0  # refusals freed their slots
 
 
-@needs_meltingpot
 async def test_meltingpot_lists_every_scenario_unavailable_and_refuses_it(
         tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
@@ -99,7 +94,6 @@ async def test_meltingpot_lists_every_scenario_unavailable_and_refuses_it(
         assert error.code() == grpc.StatusCode.NOT_FOUND
 
 
-@needs_meltingpot
 async def test_eval_naming_a_scenario_exits_2_at_preflight_with_the_reason(
         tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
@@ -120,7 +114,6 @@ async def test_eval_naming_a_scenario_exits_2_at_preflight_with_the_reason(
     assert not list((tmp_path / "out").rglob("*_run_*.json"))
 
 
-@needs_meltingpot
 def test_moria_tasks_marks_the_scenarios_unavailable_with_the_reason(tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
     from env_server.families.meltingpot.substrates import SUBSTRATES
@@ -141,7 +134,6 @@ def test_moria_tasks_marks_the_scenarios_unavailable_with_the_reason(tmp_path: P
     assert "312 task(s) marked UNAVAILABLE" in run.stdout
 
 
-@needs_meltingpot
 def test_moria_tasks_in_a_terminal_gives_the_reason_once(tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
     from tests.integration.test_cli_output import in_terminal
@@ -159,7 +151,6 @@ def test_moria_tasks_in_a_terminal_gives_the_reason_once(tmp_path: Path) -> None
     assert flat.count(scenario_unavailable()) == 1
 
 
-@needs_meltingpot
 def test_llm_worker_naming_a_scenario_exits_2_with_the_reason(tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
 

@@ -6,10 +6,6 @@ import importlib.util
 
 import pytest
 
-if importlib.util.find_spec("meltingpot") is None or importlib.util.find_spec("dmlab2d") is None:
-    pytest.skip("dm-meltingpot/dmlab2d are not installed (make install installs them)",
-                allow_module_level=True)
-
 from env_server.families import load_family
 from env_server.families.meltingpot.substrates import HEADLINE
 from env_server.game import (
@@ -61,7 +57,6 @@ def test_the_scenarios_reason_names_what_is_missing(monkeypatch) -> None:
     """No tensorflow (the meltingpot extra installs none): the tarball and tensorflow, or
     tensorflow alone once the options name the tarball; with tensorflow (the
     meltingpot-scenarios extra), the tarball alone, and nothing once it is known."""
-    import importlib.util
 
     from env_server.families.meltingpot import package
 

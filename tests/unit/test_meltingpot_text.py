@@ -9,14 +9,8 @@ image must have the shape of the substrate's RGB observation.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
-
-if importlib.util.find_spec("meltingpot") is None or importlib.util.find_spec("dmlab2d") is None:
-    pytest.skip("dm-meltingpot/dmlab2d are not installed (make install installs them)",
-                allow_module_level=True)
 
 from env_server.families import load_family
 from env_server.families.meltingpot.substrates import SUBSTRATES

@@ -12,9 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-pytest.importorskip("mosaic_multigrid", reason="mosaic-multigrid is not installed")
-
 from mosaic_multigrid.core.constants import Color, Direction, Type
 from mosaic_multigrid.core.world_object import Ball, Wall
 from mosaic_multigrid.utils.obs import CARRYING_BALL_OFFSET
