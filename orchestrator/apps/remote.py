@@ -41,7 +41,8 @@ from moria.security import (
     open_channel,
     transport_security,
 )
-from orchestrator.report.progress import PLAIN_PREFIX, elapsed_text, plain_interval, progress_bar
+from orchestrator.report.progress import PlainLines, episode_name, episodes_text, progress_bar
+from orchestrator.store.records import SCORED_END_REASONS
 from orchestrator.store.run_events import to_struct
 
 log = logging.getLogger("moria.remote")
@@ -176,10 +177,10 @@ def security_from_args(args: argparse.Namespace) -> TransportSecurity | None:
 
 class _Tracker:
     """Turns events into a progress bar and remembers the final one. When the console is not a
-    terminal (``plain``), it writes plain ``progress:`` lines instead of drawing the bar: one when
-    following starts, one per finished or retried episode, one at the end, and, from
-    ``heartbeat()``, one at least every ``interval_s`` seconds in between (``None``: the
-    ``MORIA_PROGRESS_INTERVAL_S`` variable, else 15 s; ``0``: none in between). The stream
+    terminal (``plain``), it writes plain ``progress:`` lines instead of drawing the bar
+    (``PlainLines``): one when following starts, one per finished or retried episode, one at
+    the end, and, from ``heartbeat()``, one at least every ``interval_s`` seconds in between
+    (``None``: ``MORIA_PROGRESS_INTERVAL_S``, else 15 s; ``0``: none in between). The stream
     carries episode events only (steps stay in the run's telemetry files on the server), so the
     lines count episodes. ``clock``: monotonic seconds (injectable for tests)."""
 
@@ -190,12 +191,11 @@ class _Tracker:
         self.bar = progress.add_task("episodes", total=total or None, completed=done)
         self.final: pb.RunEvent | None = None
         self.last_sequence = 0
-        self.plain = plain
-        self.interval_s = plain_interval(interval_s)
-        self.clock = clock
-        self.total, self.done = total, done
-        self._started = self._last_line = clock()
-        self._line("following", force=True)
+        self.total, self.done, self.failed = total, done, 0
+        self.lines = PlainLines(progress.console,
+                                lambda: episodes_text(self.done, self.total, self.failed),
+                                enabled=plain, interval_s=interval_s, clock=clock)
+        self.lines.line("following", force=True)
 
     def __call__(self, event: pb.RunEvent) -> None:
         self.last_sequence = event.sequence
@@ -206,45 +206,31 @@ class _Tracker:
         if "episodes_done" in payload:
             self.done = int(payload["episodes_done"])
             self.progress.update(self.bar, completed=self.done)
+        name = episode_name(str(payload.get("env", "")), str(payload.get("task", "")),
+                            int(payload.get("episode_index", 0)))
         if event.type == "episode_finished":
-            what = (f"{payload.get('env')}/{str(payload.get('task', '')).rsplit('/', 1)[-1]} "
-                    f"#{int(payload.get('episode_index', 0))}: {payload.get('end_reason')}")
-            self.progress.update(self.bar, description=what)
+            reason = payload.get("end_reason")
+            self.failed += 0 if reason in SCORED_END_REASONS else 1
+            self.progress.update(self.bar, description=f"{name}: {reason}")
             progression = payload.get("progression")
-            self._line(f"episode {what}"
-                       + ("" if progression is None else f", progression {progression:.2f}")
-                       + f", {int(payload.get('num_steps', 0))} steps", force=True)
+            self.lines.line(f"episode {name}: {reason}"
+                            + ("" if progression is None else f", progression {progression:.2f}")
+                            + f", {int(payload.get('num_steps', 0))} steps", force=True)
         elif event.type == "episode_retried":
-            self.progress.console.print(
-                f"episode {payload.get('env')}/{payload.get('task')} "
-                f"#{int(payload.get('episode_index', 0))} re-queued: {payload.get('error')}",
-                highlight=False)
+            if self.lines.enabled:  # plain lines carry no error text (docs/progress.md)
+                self.lines.line(f"retry {name}", force=True)
+            else:
+                self.progress.console.print(f"episode {name} re-queued: {payload.get('error')}",
+                                            highlight=False)
         if event.type in FINAL_EVENTS:
             self.final = event
-            self._line(event.type, force=True)
-
-    def _line(self, what: str, *, force: bool = False) -> None:
-        """Write a plain line (plain mode only) when ``force`` or ``interval_s`` has passed."""
-        if not self.plain:
-            return
-        now = self.clock()
-        if not force and (self.interval_s <= 0 or now - self._last_line < self.interval_s):
-            return
-        self._last_line = now
-        self.progress.console.print(
-            f"{PLAIN_PREFIX} {what} | episodes {self.done}/{self.total or '?'} | elapsed "
-            f"{elapsed_text(now - self._started)}", markup=False, highlight=False, emoji=False,
-            soft_wrap=True)
+            self.lines.line(event.type, force=True)
 
     async def heartbeat(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                         ) -> None:
         """Write a ``running`` line whenever ``interval_s`` passed without one; runs until
-        cancelled (returns at once when not plain or the interval is 0)."""
-        if not self.plain or self.interval_s <= 0:
-            return
-        while True:
-            await sleep(max(self.interval_s - (self.clock() - self._last_line), 0.5))
-            self._line("running")
+        cancelled (``PlainLines.beat``)."""
+        await self.lines.beat(sleep)
 
 
 def final_line(run_id: str, event: pb.RunEvent | None) -> str:

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import TaskID
 
 from orchestrator.core.events import RunEvent
-from orchestrator.report.progress import StepTally, plain_interval, plain_line, progress_bar
+from orchestrator.report.progress import PlainLines, StepTally, episode_name, progress_bar
 from orchestrator.store.episodes import write_episode
 from orchestrator.store.records import EpisodeRecord
 from orchestrator.store.telemetry import TelemetryWriter
@@ -82,14 +82,13 @@ class ProgressSink:
         self.console = console
         self.enabled = enabled
         self.plain = enabled and not console.is_terminal
-        self.interval_s = plain_interval(interval_s)
-        self.clock = clock
         self.sleep = sleep
         self.tally = StepTally(step_cap=step_cap)
+        self.lines = PlainLines(console, self.tally.status, enabled=self.plain,
+                                interval_s=interval_s, clock=clock)
         self.progress = progress_bar(console, enabled and not self.plain, info=True)
         self._bar: TaskID | None = None
         self._steps: TaskID | None = None
-        self._started = self._last_line = clock()
         self._heartbeat: asyncio.Task[None] | None = None
 
     def __enter__(self) -> ProgressSink:
@@ -111,10 +110,10 @@ class ProgressSink:
         if event.kind == "run_started":
             self.tally.begin(int(fields["planned"]) - int(fields["skipped"]),
                              int(fields.get("max_steps") or self.tally.step_cap or 0))
-            self._started = self.clock()
+            self.lines.restart()
             self._bar = self.progress.add_task("episodes", total=self.tally.episodes_total)
             self._steps = self.progress.add_task("steps", total=self.tally.steps_planned)
-            self._line("started", force=True)
+            self.lines.line("started", force=True)
             self._start_heartbeat()
         elif event.kind == "episode_started":
             self.tally.episode_started(key)
@@ -123,19 +122,19 @@ class ProgressSink:
             self.tally.step(key, step.step, input_tokens=step.input_tokens,
                             output_tokens=step.output_tokens, valid=step.valid,
                             cap=int(fields.get("max_steps") or 0))
-            self._line("running")
+            self.lines.line("running")
         elif event.kind == "episode_retried":
             self.tally.episode_retried(key)
-            self._line(f"retry {_episode_name(*key)}", force=True)
+            self.lines.line(f"retry {episode_name(*key)}", force=True)
         elif event.kind == "episode_finished" and event.episode is not None:
             record = event.episode
-            self.tally.episode_finished(record.key, record.num_steps)
+            self.tally.episode_finished(record.key, record.num_steps, failed=not record.scored)
             if self._bar is not None:
                 self.progress.advance(self._bar)
                 self.progress.update(self._bar, info=f"last: {describe(record)}")
-            self._line(f"episode {describe(record)}, {record.num_steps} steps", force=True)
+            self.lines.line(f"episode {describe(record)}, {record.num_steps} steps", force=True)
         elif event.kind == "run_finished":
-            self._line("finished", force=True)
+            self.lines.line("finished", force=True)
         self._update_steps()
 
     def _update_steps(self) -> None:
@@ -143,38 +142,17 @@ class ProgressSink:
             self.progress.update(self._steps, completed=self.tally.steps_done,
                                  total=self.tally.steps_planned, info=self.tally.info())
 
-    def _line(self, what: str, *, force: bool = False) -> None:
-        """Write a plain line (plain mode only) when ``force`` or ``interval_s`` has passed."""
-        if not self.plain:
-            return
-        now = self.clock()
-        if not force and now - self._last_line < self.interval_s:
-            return
-        self._last_line = now
-        self.console.print(plain_line(what, self.tally, now - self._started), markup=False,
-                           highlight=False, emoji=False, soft_wrap=True)
-
     def _start_heartbeat(self) -> None:
-        if not self.plain or self.interval_s <= 0 or self._heartbeat is not None:
+        if self._heartbeat is not None:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # called outside an event loop (tests): events drive the lines
             return
-        self._heartbeat = loop.create_task(self._beat(), name="moria-progress-heartbeat")
-
-    async def _beat(self) -> None:
-        while True:
-            wait = self.interval_s - (self.clock() - self._last_line)
-            await self.sleep(max(wait, 0.5))
-            self._line("running")
-
-
-def _episode_name(env: str, task: str, index: int) -> str:
-    return f"{env}/{task.rsplit('/', 1)[-1]} #{index}"
-
+        self._heartbeat = loop.create_task(self.lines.beat(self.sleep),
+                                           name="moria-progress-heartbeat")
 
 def describe(record: EpisodeRecord) -> str:
     """One line on a finished episode: ``env/task-leaf #index: end_reason, progression p``."""
-    return (f"{record.env}/{record.task.rsplit('/', 1)[-1]} #{record.episode_index}: "
+    return (f"{episode_name(record.env, record.task, record.episode_index)}: "
             f"{record.end_reason}, progression {record.progression:.2f}")

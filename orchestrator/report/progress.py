@@ -21,9 +21,12 @@ known it is shown as ``?``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -107,6 +110,8 @@ class StepTally:
 
     episodes_total: int = 0
     episodes_done: int = 0
+    #: Finished episodes that were not scored (an error, a timeout, a cancelled attempt).
+    episodes_failed: int = 0
     #: The run's step cap per episode (``eval.max_steps_per_episode``); 0 when the run sets none.
     step_cap: int = 0
     finished_steps: int = 0
@@ -145,11 +150,13 @@ class StepTally:
         """The attempt at ``key`` was cut short and the episode is queued again."""
         self._running.pop(key, None)
 
-    def episode_finished(self, key: EpisodeKey, num_steps: int) -> None:
-        """Episode ``key`` ended after ``num_steps`` env steps (finished or failed)."""
+    def episode_finished(self, key: EpisodeKey, num_steps: int, *, failed: bool = False,
+                         ) -> None:
+        """Episode ``key`` ended after ``num_steps`` env steps; ``failed``: it was not scored."""
         self._running.pop(key, None)
         self._caps.pop(key, None)
         self.episodes_done += 1
+        self.episodes_failed += 1 if failed else 0
         self.finished_steps += num_steps
 
     @property
@@ -171,9 +178,10 @@ class StepTally:
 
     def status(self) -> str:
         """``episodes D/T | steps S/P | tokens in I out O | invalid actions V/A`` (``P`` is
-        ``?`` while unknown)."""
+        ``?`` while unknown; ``D/T (F failed)`` once an episode failed)."""
         planned = self.steps_planned
-        return (f"episodes {self.episodes_done}/{self.episodes_total} | "
+        return (f"{episodes_text(self.episodes_done, self.episodes_total, self.episodes_failed)}"
+                " | "
                 f"steps {self.steps_done}/{'?' if planned is None else planned} | "
                 f"tokens in {self.input_tokens} out {self.output_tokens} | "
                 f"invalid actions {self.invalid_actions}/{self.actions}")
@@ -185,12 +193,61 @@ class StepTally:
                 f"tokens {self.input_tokens:,} in / {self.output_tokens:,} out")
 
 
+def episodes_text(done: int, total: int, failed: int = 0) -> str:
+    """``episodes D/T``, ``T`` as ``?`` when 0 (unknown), with `` (F failed)`` when F > 0."""
+    return (f"episodes {done}/{total or '?'}" + (f" ({failed} failed)" if failed else ""))
+
+
+def episode_name(env: str, task: str, index: int) -> str:
+    """``env/task-leaf #index``: how progress output names an episode."""
+    return f"{env}/{task.rsplit('/', 1)[-1]} #{index}"
+
+
 def elapsed_text(seconds: float) -> str:
     """``H:MM:SS`` of ``seconds`` (never negative)."""
     whole = max(0, int(seconds))
     return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
-def plain_line(what: str, tally: StepTally, elapsed_s: float) -> str:
-    """One plain progress line: ``progress: <what> | <tally.status()> | elapsed H:MM:SS``."""
-    return f"{PLAIN_PREFIX} {what} | {tally.status()} | elapsed {elapsed_text(elapsed_s)}"
+class PlainLines:
+    """The plain ``progress:`` lines of one command on ``console`` (a log file or a pipe):
+    ``progress: <what> | <status()> | elapsed H:MM:SS``. ``line`` writes one when forced or when
+    ``interval_s`` passed since the last (``None``: ``plain_interval()``; ``0``: every unforced
+    line is written); ``beat`` writes a ``running`` line whenever the interval passes without
+    one. Nothing is written unless ``enabled``. ``clock``: monotonic seconds (injectable)."""
+
+    def __init__(self, console: Console, status: Callable[[], str], *, enabled: bool = True,
+                 interval_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console
+        self.status = status
+        self.enabled = enabled
+        self.interval_s = plain_interval(interval_s)
+        self.clock = clock
+        self.started = self.last = clock()
+
+    def restart(self) -> None:
+        """Count the elapsed time from now (the run's start)."""
+        self.started = self.clock()
+
+    def line(self, what: str, *, force: bool = False) -> None:
+        """Write ``progress: <what> | ...`` when ``force`` or the interval has passed."""
+        if not self.enabled:
+            return
+        now = self.clock()
+        if not force and now - self.last < self.interval_s:
+            return
+        self.last = now
+        self.console.print(f"{PLAIN_PREFIX} {what} | {self.status()} | elapsed "
+                           f"{elapsed_text(now - self.started)}", markup=False,
+                           highlight=False, emoji=False, soft_wrap=True)
+
+    async def beat(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        """Write a ``running`` line each time ``interval_s`` passes without a line, until
+        cancelled (returns at once when not enabled or the interval is 0: then every event
+        writes its own line)."""
+        if not self.enabled or self.interval_s <= 0:
+            return
+        while True:
+            await sleep(max(self.interval_s - (self.clock() - self.last), 0.5))
+            self.line("running")

@@ -48,6 +48,21 @@ def test_plain_lines_follow_the_episode_events() -> None:
     assert tracker.final is not None and tracker.final.type == "completed"
 
 
+def test_failed_and_retried_episodes_show_in_the_plain_lines() -> None:
+    tracker, out = _tracker(Clock(), 15.0)
+    tracker(pb.RunEvent(sequence=2, type="episode_retried", payload=to_struct({
+        "env": "babyai", "task": "babyai/goto", "episode_index": 0,
+        "error": "env server UNAVAILABLE"})))
+    tracker(pb.RunEvent(sequence=3, type="episode_finished", payload=to_struct({
+        "env": "babyai", "task": "babyai/goto", "episode_index": 0, "end_reason": "env_error",
+        "num_steps": 2, "episodes_done": 1, "episodes_total": 3})))
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "progress: retry babyai/goto #0 | episodes 1/3 | elapsed 0:00:00"
+    assert "UNAVAILABLE" not in out.getvalue()  # plain lines carry no error text
+    assert lines[2] == ("progress: episode babyai/goto #0: env_error, 2 steps | episodes 1/3 "
+                        "(1 failed) | elapsed 0:00:00")
+
+
 def test_heartbeat_writes_a_line_per_interval_without_events() -> None:
     clock = Clock()
     tracker, out = _tracker(clock, 15.0)
@@ -69,6 +84,6 @@ def test_heartbeat_writes_a_line_per_interval_without_events() -> None:
 def test_no_heartbeat_with_interval_zero_or_on_a_terminal() -> None:
     tracker, out = _tracker(Clock(), 0.0)
     asyncio.run(tracker.heartbeat())  # returns at once
-    tracker.plain = False
-    tracker._line("running", force=True)
+    tracker.lines.enabled = False  # a terminal: the bar, no plain lines
+    tracker.lines.line("running", force=True)
     assert out.getvalue().splitlines() == ["progress: following | episodes 1/3 | elapsed 0:00:00"]
