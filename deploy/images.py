@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -485,10 +486,13 @@ def _build_one(tool: str, image: Image, base: str) -> tuple[float, int | None]:
     print(f"build {image.name}: {' '.join(argv)} (log {log.relative_to(ROOT)})", flush=True)
     start = time.monotonic()
     status = 0
+    # podman: the build stage first, tagged, so that prune_superseded keeps its layers (podman's
+    # cache is its images); the full build then finds every one of them in the cache. Docker
+    # (BuildKit) keeps its cache apart from the images: one build
+    steps = ([build_argv(tool, image, base, target="build"), argv] if _is_podman(tool)
+             else [argv])
     with open(log, "w") as out:
-        # the build stage first, tagged (see prune_superseded); the full build then finds every
-        # one of its layers in the cache
-        for step in (build_argv(tool, image, base, target="build"), argv):
+        for step in steps:
             out.write(f"$ {' '.join(step)}\n")
             out.flush()
             status = subprocess.run(step, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
@@ -506,16 +510,26 @@ def _build_one(tool: str, image: Image, base: str) -> tuple[float, int | None]:
     return seconds, size
 
 
+def _is_podman(tool: str) -> bool:
+    return Path(tool).name == "podman"
+
+
 def _storage_dirs(tool: str) -> list[Path]:
-    """Where the engine writes while building: its image store (``podman info``'s graph root;
-    docker's root dir) and the staging folder (``$TMPDIR``, else /var/tmp, where podman copies
-    layers before committing them)."""
-    fmt = "{{.Store.GraphRoot}}" if Path(tool).name == "podman" else "{{.DockerRootDir}}"
+    """Where the engine writes while building, one folder per filesystem: its image store
+    (``podman info``'s graph root; docker's root dir) and, for podman, the staging folder
+    (``$TMPDIR``, else /var/tmp, where it copies layers before committing them). A folder that
+    does not exist here (a remote engine) is left out."""
+    fmt = "{{.Store.GraphRoot}}" if _is_podman(tool) else "{{.DockerRootDir}}"
     out = subprocess.run([tool, "info", "--format", fmt], text=True, capture_output=True,
                          check=False).stdout.strip()
     dirs = [Path(out)] if out else []
-    dirs.append(Path(os.environ.get("TMPDIR") or "/var/tmp"))
-    return [d for d in dirs if d.exists()]
+    if _is_podman(tool):
+        dirs.append(Path(os.environ.get("TMPDIR") or "/var/tmp"))
+    found: dict[int, Path] = {}
+    for folder in dirs:
+        if folder.exists():
+            found.setdefault(folder.stat().st_dev, folder)
+    return list(found.values())
 
 
 def check_free_space(tool: str, wanted: int = FREE_SPACE_WANTED) -> list[str]:
@@ -533,6 +547,13 @@ def check_free_space(tool: str, wanted: int = FREE_SPACE_WANTED) -> list[str]:
     return warnings
 
 
+def removed_count(prune_output: str) -> int:
+    """The images an ``image prune`` removed, from its output: podman prints one image ID a
+    line; docker prints ``deleted: sha256:<id>`` lines among ``untagged:`` and total lines."""
+    return sum(1 for line in prune_output.splitlines()
+               if re.fullmatch(r"(deleted: )?(sha256:)?[0-9a-f]{12,64}", line.strip()))
+
+
 def prune_superseded(tool: str) -> str:
     """Remove the untagged images of earlier Moria builds (label ``BUILD_LABEL``): each rebuild
     moves an image's two tags (the image, its build stage) to new layers and leaves the old ones
@@ -541,10 +562,9 @@ def prune_superseded(tool: str) -> str:
     argv = [tool, "image", "prune", "--force", "--filter", f"label={BUILD_LABEL}"]
     done = subprocess.run(argv, text=True, capture_output=True, check=False)
     if done.returncode != 0:
-        return f"prune: `{' '.join(argv)}` failed: {done.stderr.strip()[-300:]}"
-    removed = [line for line in done.stdout.splitlines() if line.strip()
-               and not line.startswith("Total reclaimed")]
-    return (f"prune: removed {len(removed)} untagged image(s) left by earlier Moria builds "
+        return f"warning: prune: `{' '.join(argv)}` failed: {done.stderr.strip()[-300:]}"
+    return (f"prune: removed {removed_count(done.stdout)} untagged image(s) left by earlier "
+            "Moria builds "
             f"(`{' '.join(argv[1:])}`)")
 
 

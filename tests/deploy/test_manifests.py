@@ -538,7 +538,7 @@ def test_build_stage_is_built_and_tagged_first() -> None:
     image = next(i for i in images.all_images() if i.name == "babyai")
     stage = images.build_argv("podman", image, "base:1", target="build")
     full = images.build_argv("podman", image, "base:1")
-    assert stage[stage.index("--target") + 1] == "build"
+    assert stage[stage.index("--target") + 1] == "build"  # podman: tagged, kept from pruning
     assert stage[stage.index("-t") + 1] == f"{image.tag}-build-stage" == image.build_stage_tag
     assert "--target" not in full and full[full.index("-t") + 1] == image.tag
 
@@ -552,3 +552,12 @@ def test_free_space_warning_names_the_folder_and_the_fix(
     (warning,) = images.check_free_space("podman", wanted=free * 2 + 10**9)
     assert str(tmp_path) in warning and "no space left on device" in warning
     assert "podman image prune" in warning
+
+
+def test_prune_output_is_counted_for_podman_and_docker() -> None:
+    count = dockerfiles.images_module().removed_count
+    podman = "3f1c2a9b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a\n9d8c7b6a5f4e\n"
+    docker = ("Deleted Images:\nuntagged: moria/env-babyai:local@sha256:" + "a" * 64 + "\n"
+              "deleted: sha256:" + "b" * 64 + "\ndeleted: sha256:" + "c" * 64 + "\n\n"
+              "Total reclaimed space: 12.3MB\n")
+    assert count(podman) == 2 and count(docker) == 2 and count("") == 0

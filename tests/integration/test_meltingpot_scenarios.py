@@ -32,7 +32,7 @@ from env_server.families.meltingpot import package
 from env_server.families.meltingpot.bots import bot_spec
 from env_server.families.meltingpot.family import MeltingPotFamily
 from env_server.families.meltingpot.package import scenario_configs
-from env_server.families.meltingpot.scenarios import not_served, scenario_specs
+from env_server.families.meltingpot.scenarios import NOT_SERVED, scenario_specs
 from env_server.families.meltingpot.substrates import SUBSTRATES, task_spec
 from env_server.game import GameOptions, TaskUnavailableError
 from moria.clients import EnvClient
@@ -338,8 +338,8 @@ def test_the_reasons_without_tensorflow_or_assets(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(importlib.util, "find_spec", real)  # tensorflow, no assets
     family = MeltingPotFamily()
     listed = {t.task: t.unavailable for t in family.list_tasks()}
-    scenarios = scenario_specs()
-    assert {listed[name] for name in scenarios} == {package.NEEDS_ASSETS}
+    served = [s.name for s in scenario_specs().values() if s.served]
+    assert {listed[name] for name in served} == {package.NEEDS_ASSETS}
     assert "meltingpot_kwargs.assets=PATH" in package.NEEDS_ASSETS
     assert package.ASSETS_ENV in package.NEEDS_ASSETS
     with pytest.raises(TaskUnavailableError) as err:
@@ -363,7 +363,7 @@ def test_server_wide_assets_list_the_served_scenarios_as_available(
     others = [s for s in scenario_specs().values() if s.substrate not in SUBSTRATES]
     assert len(served) == 194 and len(others) == 118
     assert all(listed[s.name].unavailable == "" for s in served)
-    assert all(listed[s.name].unavailable == not_served(s.substrate) for s in others)
+    assert all(listed[s.name].unavailable == NOT_SERVED for s in others)
     game = family.open(HARVEST, GameOptions(seed=2, max_steps=2))  # the server's assets
     try:
         game.reset()
@@ -373,7 +373,7 @@ def test_server_wide_assets_list_the_served_scenarios_as_available(
         game.close()
     with pytest.raises(TaskUnavailableError) as err:
         family.open("territory__rooms_0", GameOptions(seed=0))
-    assert err.value.reason == not_served("territory__rooms")
+    assert err.value.reason == NOT_SERVED
 
 
 async def test_moria_eval_plays_a_scenario_on_a_server_with_the_assets(

@@ -2,14 +2,16 @@
 ``ListTasks`` carries the reason, ``open`` ends the session with FAILED_PRECONDITION and that
 reason (an unknown task stays NOT_FOUND), ``moria eval`` stops at preflight (exit 2, the reason,
 no episode), and ``moria tasks`` marks them. A test family (``tests/support/unavailable_family``)
-checks the mechanism in-process and with process isolation; Melting Pot's scenarios (listed,
-never served: their bots need tensorflow) check the real case.
+checks the mechanism in-process and with process isolation; Melting Pot's scenarios (listed
+unavailable while the server has no assets, or for good when their substrate is not served)
+check the real case.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -63,18 +65,21 @@ async def test_an_unavailable_task_is_listed_with_its_reason_and_refused_at_open
 
 async def test_meltingpot_lists_every_scenario_unavailable_and_refuses_it(
         tmp_path: Path) -> None:
-    from env_server.families.meltingpot.package import scenario_unavailable
+    from env_server.families.meltingpot.package import NEEDS_ASSETS, scenario_unavailable
+    from env_server.families.meltingpot.scenarios import NOT_SERVED
     from env_server.families.meltingpot.substrates import SUBSTRATES
 
     reason = scenario_unavailable()
-    assert "meltingpot_kwargs.assets=PATH" in reason and "tensorflow" in reason
+    assert reason == NEEDS_ASSETS  # make install installs tensorflow; the server has no assets
     async with env_server(("meltingpot",)) as srv:
         client = EnvClient(srv.target)
         tasks = await client.list_tasks("meltingpot")
         substrates, scenarios = tasks[:len(SUBSTRATES)], tasks[len(SUBSTRATES):]
         assert [t.task for t in substrates] == list(SUBSTRATES)
         assert not [t for t in substrates if t.unavailable]
-        assert len(scenarios) == 312 and {t.unavailable for t in scenarios} == {reason}
+        assert len(scenarios) == 312
+        reasons = Counter(t.unavailable for t in scenarios)
+        assert reasons == {reason: 194, NOT_SERVED: 118}, reasons
         harvest = next(t for t in scenarios if t.task == "commons_harvest__open_0")
         assert harvest.num_agents >= 1 and "commons_harvest__open" in harvest.description
 
@@ -116,6 +121,7 @@ async def test_eval_naming_a_scenario_exits_2_at_preflight_with_the_reason(
 
 def test_moria_tasks_marks_the_scenarios_unavailable_with_the_reason(tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
+    from env_server.families.meltingpot.scenarios import NOT_SERVED
     from env_server.families.meltingpot.substrates import SUBSTRATES
 
     run = subprocess.run([MORIA, "tasks", "--env", "meltingpot"], cwd=tmp_path,
@@ -129,13 +135,16 @@ def test_moria_tasks_marks_the_scenarios_unavailable_with_the_reason(tmp_path: P
     assert len(rows) == len(SUBSTRATES) + 312
     assert [task for task, _ in rows[:len(SUBSTRATES)]] == list(SUBSTRATES)
     assert not [d for _, d in rows[:len(SUBSTRATES)] if "UNAVAILABLE" in d]
-    mark = f"UNAVAILABLE: {scenario_unavailable()}. scenario of "
-    assert all(d.startswith(mark) for _, d in rows[len(SUBSTRATES):]), rows[len(SUBSTRATES)]
+    marks = (f"UNAVAILABLE: {scenario_unavailable()}. scenario of ",
+             f"UNAVAILABLE: {NOT_SERVED}. scenario of ")
+    starts = Counter(next(m for m in marks if d.startswith(m)) for _, d in rows[len(SUBSTRATES):])
+    assert starts == {marks[0]: 194, marks[1]: 118}
     assert "312 task(s) marked UNAVAILABLE" in run.stdout
 
 
 def test_moria_tasks_in_a_terminal_gives_the_reason_once(tmp_path: Path) -> None:
     from env_server.families.meltingpot.package import scenario_unavailable
+    from env_server.families.meltingpot.scenarios import NOT_SERVED
     from tests.integration.test_cli_output import in_terminal
 
     code, text = in_terminal("tasks", "--env", "meltingpot", cwd=tmp_path)
@@ -143,12 +152,13 @@ def test_moria_tasks_in_a_terminal_gives_the_reason_once(tmp_path: Path) -> None
     assert "\u2026" not in text  # no id cut
     starts = [line for line in text.splitlines() if "\u2502 meltingpot \u2502" in line]
     assert len(starts) == 27 + 312
-    scenarios = [line for line in starts if "UNAVAILABLE (note 1)" in line]
-    assert len(scenarios) == 312 and "clean_up_0 " in "".join(scenarios)
+    notes = Counter(line.split("UNAVAILABLE (note ")[1][0] for line in starts
+                    if "UNAVAILABLE (note " in line)
+    assert notes == {"1": 118, "2": 194}, notes  # the first listed scenario is not served
     flat = " ".join(text.split())
     assert ("312 task(s) marked UNAVAILABLE are listed but cannot be opened on this server: "
-            f"note 1: {scenario_unavailable()}.") in flat
-    assert flat.count(scenario_unavailable()) == 1
+            f"note 1: {NOT_SERVED}. note 2: {scenario_unavailable()}.") in flat, flat[-1500:]
+    assert flat.count(scenario_unavailable()) == flat.count(NOT_SERVED) == 1
 
 
 def test_llm_worker_naming_a_scenario_exits_2_with_the_reason(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ def test_tasks_list_the_social_dilemmas_first(family) -> None:
 
 def test_scenarios_are_listed_after_the_substrates_as_unavailable(family) -> None:
     from env_server.families.meltingpot.package import scenario_configs, scenario_unavailable
+    from env_server.families.meltingpot.scenarios import NOT_SERVED
     from env_server.families.meltingpot.substrates import SUBSTRATES
 
     tasks = family.list_tasks()
@@ -42,7 +43,9 @@ def test_scenarios_are_listed_after_the_substrates_as_unavailable(family) -> Non
     assert [t.task for t in tasks] == [*SUBSTRATES, *configs]
     assert all(not t.unavailable for t in tasks[:len(SUBSTRATES)])
     scenarios = {t.task: t for t in tasks[len(SUBSTRATES):]}
-    assert {t.unavailable for t in scenarios.values()} == {scenario_unavailable()}
+    served = {name for name, config in configs.items() if config.substrate in SUBSTRATES}
+    assert {scenarios[n].unavailable for n in served} == {scenario_unavailable()}
+    assert {t.unavailable for n, t in scenarios.items() if n not in served} == {NOT_SERVED}
     for name, config in configs.items():
         info = scenarios[name]
         assert info.num_agents == sum(config.is_focal) >= 1, name

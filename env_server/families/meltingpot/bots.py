@@ -57,9 +57,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+import dm_env
 import numpy as np
 
 from env_server.families.meltingpot import substrates
+from env_server.families.meltingpot.game import crop_rgb
 from env_server.families.meltingpot.package import modules
 
 #: ``meltingpot.bot.NOOP_BOT_NAME``: the bot that always plays action ``NOOP_ACTION``
@@ -68,8 +70,6 @@ NOOP_ACTION = 0
 #: a saved model folder holds this file (TensorFlow's SavedModel format)
 SAVED_MODEL_FILE = "saved_model.pb"
 _SAVED_MODELS = re.compile(r"(?:^|/)saved_models/(.+)$")
-#: dm_env.StepType values
-FIRST, MID, LAST = 0, 1, 2
 
 
 class AssetsError(ValueError):
@@ -351,9 +351,6 @@ class Population:
                     rewards: Sequence[float]) -> dict[str, Any]:
         """Bot ``index``'s observation (module doc): the substrate's individual observations
         (``RGB`` cut back to the substrate's window), the global ones, ``COLLECTIVE_REWARD``."""
-        # import here: game.py imports this module's users, not the reverse
-        from env_server.families.meltingpot.game import crop_rgb
-
         found: dict[str, Any] = {}
         for name in self._spec.observations:
             key = f"{index + 1}.{name}"
@@ -366,18 +363,17 @@ class Population:
         found["COLLECTIVE_REWARD"] = np.asarray(sum(rewards), dtype=np.float64)
         return found
 
-    def act(self, obs: Mapping[str, Any], step_type: int, rewards: Sequence[float],
+    def act(self, obs: Mapping[str, Any], first: bool, rewards: Sequence[float],
             action_names: Sequence[str]) -> dict[int, int]:
         """Every bot's action (player index -> index into the action set) for the timestep
-        ``obs`` (``step_type`` FIRST after a reset, else MID); ``rewards``: every player's
-        reward of the last step."""
-        dm_env = importlib.import_module("dm_env")
+        ``obs`` (``first``: the episode's first timestep, dm_env's ``FIRST``, else ``MID``);
+        ``rewards``: every player's reward of the last step."""
         chosen = {}
         for index, policy in self._policies.items():
             timestep = dm_env.TimeStep(
-                step_type=dm_env.StepType(step_type),
+                step_type=dm_env.StepType.FIRST if first else dm_env.StepType.MID,
                 reward=np.asarray(rewards[index], dtype=np.float64),
-                discount=0.0 if step_type == FIRST else 1.0,
+                discount=0.0 if first else 1.0,
                 observation=self.observation(obs, index, rewards))
             action, self._states[index] = policy.step(timestep, self._states[index])
             if not 0 <= action < len(action_names):

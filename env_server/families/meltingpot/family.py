@@ -7,7 +7,7 @@ scenario of the package (``scenarios.scenario_specs``: a substrate with backgrou
 server's ``MORIA_MELTINGPOT_ASSETS``) and its substrate is one of ``SUBSTRATES``: its seats are
 the focal players and ``bots.Population`` plays the rest (``game.py``). Otherwise opening it
 raises ``TaskUnavailableError`` with the reason ``TaskInfo.unavailable`` gives
-(``package.scenario_unavailable``, ``scenarios.not_served``; ``ListTasks`` takes no options, so
+(``package.scenario_unavailable``, ``scenarios.NOT_SERVED``; ``ListTasks`` takes no options, so
 it lists the scenarios as available only when the server's ``MORIA_MELTINGPOT_ASSETS`` is set).
 Assets that cannot serve the scenario (unreadable, another layout, a bot's saved model missing)
 raise ``TaskUnavailableError`` too, naming the path looked at.
@@ -57,11 +57,12 @@ class MeltingPotFamily(Family):
         step limit, then the scenarios (unavailable, with the reason); the default action is
         ``NOOP``."""
         if self._tasks is None:
+            from env_server.families.meltingpot.game import DEFAULT_ACTION
             from env_server.families.meltingpot.package import (
                 default_assets,
                 scenario_unavailable,
             )
-            from env_server.families.meltingpot.scenarios import not_served, scenario_specs
+            from env_server.families.meltingpot.scenarios import NOT_SERVED, scenario_specs
             from env_server.families.meltingpot.substrates import SUBSTRATES, task_spec
 
             scenarios = scenario_specs()
@@ -74,7 +75,7 @@ class MeltingPotFamily(Family):
                         f"; its {count} scenarios are listed after the substrates")
                 tasks.append(TaskInfo(
                     family=self.name, task=name, description=spec.description + note,
-                    max_steps=spec.max_steps, default_action="NOOP",
+                    max_steps=spec.max_steps, default_action=DEFAULT_ACTION,
                     num_agents=spec.num_players))
             why = scenario_unavailable(assets=default_assets() is not None)
             for scenario in scenarios.values():
@@ -83,10 +84,10 @@ class MeltingPotFamily(Family):
                     description += "; not served here (its substrate's text is not decoded)"
                 tasks.append(TaskInfo(
                     family=self.name, task=scenario.name, description=description,
-                    max_steps=scenario.max_steps, default_action="NOOP",
+                    max_steps=scenario.max_steps, default_action=DEFAULT_ACTION,
                     num_agents=scenario.num_focal,
-                    unavailable=why or ("" if scenario.served else
-                                        not_served(scenario.substrate))))
+                    # a substrate not served is the reason no install can cure: said first
+                    unavailable=(why if scenario.served else NOT_SERVED)))
             self._tasks = tasks
         return list(self._tasks)
 
@@ -144,15 +145,15 @@ class MeltingPotFamily(Family):
         from env_server.families.meltingpot.bots import AssetsError, Population
         from env_server.families.meltingpot.game import MeltingPotGame, agent_id
         from env_server.families.meltingpot.package import scenario_configs, scenario_unavailable
-        from env_server.families.meltingpot.scenarios import not_served, scenario_specs
+        from env_server.families.meltingpot.scenarios import NOT_SERVED, scenario_specs
         from env_server.families.meltingpot.substrates import task_spec
 
         scenario = scenario_specs()[task]
+        if not scenario.served:
+            raise TaskUnavailableError(task, NOT_SERVED)
         why = scenario_unavailable(assets=assets is not None)
         if why:
             raise TaskUnavailableError(task, why)
-        if not scenario.served:
-            raise TaskUnavailableError(task, not_served(scenario.substrate))
         assert assets is not None
         config = scenario_configs()[task]
         roles = tuple(str(r) for r in config.roles)

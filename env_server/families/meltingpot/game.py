@@ -193,8 +193,7 @@ class MeltingPotGame(Game):
                               invalid_action_feedback(actions[agent], name))
             chosen[i] = names.index(name)
         if self._background is not None:
-            step_type = 0 if self._steps == 0 else 1  # dm_env's FIRST, MID
-            chosen.update(self._background.act(self._obs, step_type, self._last, names))
+            chosen.update(self._background.act(self._obs, self._steps == 0, self._last, names))
         for i, index in chosen.items():
             for key, value in self._spec.table[index].items():
                 lab2d[f"{i + 1}.{key}"] = int(value)

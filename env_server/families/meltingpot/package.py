@@ -29,9 +29,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-#: The version the family is written against (``install_package.py`` installs it).
-PACKAGE_VERSION = "2.4.1"
-
 _LOCK = threading.Lock()
 
 

@@ -6,7 +6,7 @@ The family lists every scenario after the substrates, under its own name
 (``commons_harvest__open_0``). It plays those whose substrate it serves (``SUBSTRATES``: 194 of
 the 312) when tensorflow is installed and an assets path is known (``bots.py`` runs the bots;
 ``package.scenario_unavailable`` gives the reason otherwise); the others stay unavailable
-(``not_served``: their substrate's observations are not decoded). A scenario's seats are its
+(``NOT_SERVED``: their substrate's observations are not decoded). A scenario's seats are its
 focal players (``num_agents``); its step limit is its substrate's ``maxEpisodeLengthFrames``.
 """
 
@@ -51,11 +51,10 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def not_served(substrate: str) -> str:
-    """The reason a scenario of a substrate outside ``SUBSTRATES`` cannot be opened."""
-    return (f"its substrate {substrate} is not one this family serves (its observation text "
-            f"is not decoded); the family plays the scenarios of its {len(SUBSTRATES)} "
-            "substrates")
+#: The reason a scenario of a substrate outside ``SUBSTRATES`` cannot be opened (its
+#: description names the substrate); no install cures it, so it is given before any other.
+NOT_SERVED = (f"its substrate is not one this family serves (its observation text is not "
+              f"decoded); the family plays the scenarios of its {len(SUBSTRATES)} substrates")
 
 
 @cache
