@@ -296,9 +296,12 @@ def resolve_task(family: str, task: str) -> str | None:
 
 
 def _unprefixed(text: str) -> list[EnvironmentRef]:
-    """The suite tasks that are ``text`` behind one of their family's id prefixes."""
+    """The suite tasks that are ``text`` behind one of their family's path-like id prefixes
+    (ending in ``/``: BabaIsAI's ``env/``); a prefix that is the start of a word, such as
+    ``commons_harvest__``, is not dropped (``open`` is no task name)."""
     return [EnvironmentRef(env, prefix + text) for env, m in families().items()
-            for prefix in m.id_prefixes if prefix + text in suite_tasks(env)]
+            for prefix in m.id_prefixes
+            if prefix.endswith("/") and prefix + text in suite_tasks(env)]
 
 
 def balrog_text_envs() -> frozenset[str]:

@@ -62,3 +62,11 @@ def test_server_environment_maps_listed_options_to_the_env_servers_variables() -
     assert found == {"MORIA_MELTINGPOT_ASSETS": "/data/mp.tar.gz"}
     assert families.server_environment({"meltingpot": {"assets": ""}}) == {}
     assert families.server_environment({"meltingpot": {}}) == {}
+
+
+def test_only_path_like_prefixes_are_completed_from_a_bare_name() -> None:
+    assert families.resolve_task("babaisai", "goto_win") == "env/goto_win"
+    # commons_harvest__, go_: word starts, not paths: the name is left for the server to judge
+    assert families.resolve_task("meltingpot", "open") == "open"
+    assert families.resolve_task("pettingzoo", "v5") == "v5"
+    assert families.resolve_task("meltingpot", "repeated") == "repeated"
