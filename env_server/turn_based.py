@@ -52,7 +52,6 @@ from env_server.game import (
     AgentTransition,
     AgentView,
     Game,
-    GameOptionError,
     GameOptions,
     StepResult,
     SubmittedAction,
@@ -474,18 +473,3 @@ class TurnBasedGame(Game):
             "legal move, a random legal move is played for you instead and you are told which one.",
             board.goal,
         ])
-
-
-def check_players(task: str, agents: tuple[str, ...], options: GameOptions) -> None:
-    """Refuse ``options.players`` naming an agent the task lacks, or one agent twice.
-
-    Raises:
-        GameOptionError: an unknown or repeated agent id.
-    """
-    ids = [p.agent_id for p in options.players]
-    bad = [a for a in ids if a not in agents]
-    if bad:
-        raise GameOptionError(f"players: {task} has agents {', '.join(agents)}; "
-                              f"got {', '.join(repr(b) for b in bad)}")
-    if len(set(ids)) != len(ids):
-        raise GameOptionError(f"players: an agent id is given twice: {ids}")

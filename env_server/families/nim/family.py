@@ -22,9 +22,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.game import (
+    Family,
+    Game,
+    GameOptionError,
+    GameOptions,
+    TaskInfo,
+    TaskNotFoundError,
+    check_player_ids,
+)
 from env_server.options import pop_choice, reject_unknown, step_limit
-from env_server.turn_based import TurnBasedGame, check_players
+from env_server.turn_based import TurnBasedGame
 
 #: the two agent ids, first mover first
 AGENTS: tuple[str, str] = ("player_0", "player_1")
@@ -69,7 +77,7 @@ class NimFamily(Family):
         if options.oracle:
             raise GameOptionError("oracle: the nim family has no expert player; "
                                   "open the game with oracle=false")
-        check_players(task, AGENTS, options)
+        check_player_ids(options.players, AGENTS)
         kwargs: dict[str, Any] = dict(options.kwargs)
         progression_agent = pop_choice(kwargs, "progression_agent", AGENTS[0], AGENTS)
         reject_unknown(kwargs, task, OPTIONS)

@@ -24,9 +24,16 @@ from __future__ import annotations
 from numbers import Real
 from typing import Any
 
-from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
+from env_server.game import (
+    Family,
+    Game,
+    GameOptionError,
+    GameOptions,
+    TaskInfo,
+    TaskNotFoundError,
+    check_player_ids,
+)
 from env_server.options import pop_int, reject_unknown, step_limit
-from env_server.turn_based import check_players
 
 #: task -> (agent ids, default ply limit, description); Go's limit is for the default 9x9
 TASKS: dict[str, tuple[tuple[str, ...], int, str]] = {
@@ -76,7 +83,7 @@ class PettingZooFamily(Family):
         if options.oracle:
             raise GameOptionError("oracle: the PettingZoo games have no expert player; "
                                   "open the game with oracle=false")
-        check_players(task, agents, options)
+        check_player_ids(options.players, agents)
         kwargs: dict[str, Any] = dict(options.kwargs)
         progression_agent = kwargs.pop("progression_agent", agents[0])
         if progression_agent not in agents:
