@@ -282,7 +282,9 @@ class _Session:
         self._tracked = self.server.drain.track()
         self._tracked.__enter__()
         try:
-            family, task = self.server.resolve(req.task)
+            # a bare task name lists the families' tasks (a first listing can take a second):
+            # off the event loop
+            family, task = await self.server._run(self.server.resolve, req.task)
         except TaskNotFoundError as exc:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         self.family_name = family.name

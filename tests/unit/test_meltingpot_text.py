@@ -101,8 +101,8 @@ def test_offsets_and_directions() -> None:
 
 
 def test_image_is_the_substrates_rgb_window() -> None:
-    """The cut image has the substrate's RGB shape (its config's spec) and shows the player's
-    own avatar where the substrate's window puts it."""
+    """The cut image has the substrate's RGB shape (its config's spec). Its pixels are not
+    compared with an unmodified build (the engine does not replay a seed; see substrates.py)."""
     from env_server.families.meltingpot.package import modules
 
     family = load_family("meltingpot")
