@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,10 @@ RSS_PERIOD_S = 0.05
 
 
 @contextlib.asynccontextmanager
-async def env_server_process(capacity: int) -> AsyncIterator[tuple[str, int]]:
-    """A BabyAI env server process on a unix socket; yields ``(target, pid)`` once healthy.
+async def env_server_process(capacity: int, environ: Mapping[str, str] | None = None,
+                             ) -> AsyncIterator[tuple[str, int]]:
+    """A BabyAI env server process on a unix socket (``environ``: its environment, default
+    this process's); yields ``(target, pid)`` once healthy.
 
     Raises RuntimeError when it does not become healthy within 60 s."""
     from moria.clients import check_health
@@ -58,7 +60,7 @@ async def env_server_process(capacity: int) -> AsyncIterator[tuple[str, int]]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "env_server", "serve", "--families", "babyai",
              "--capacity", str(capacity), "--address", target, "--log-level", "WARNING"],
-            stdout=log, stderr=subprocess.STDOUT)
+            stdout=log, stderr=subprocess.STDOUT, env=None if environ is None else dict(environ))
         try:
             deadline = time.monotonic() + 60
             while not await check_health(target, timeout=1.0):

@@ -16,10 +16,13 @@
    model at 1, 16 and 256 concurrent Play streams, and its overhead per act in ms.
 6. Env load (``benchmarks/env_load.py``): one BabyAI env server process holding 500 concurrent
    sessions, each stepping random actions: steps/s, p50/p99 step latency, peak server RSS.
-7. Workload A (``benchmarks/workload_a.py``): the real ``moria eval`` on BALROG's side-by-side
+7. gRPC round trip (``benchmarks/grpc_roundtrip.py``): one Env server ``ping`` round trip
+   (1 and 16 streams), wall and CPU microseconds per round trip of client and server, under
+   Moria's gRPC core settings (``moria.grpc_defaults``) and under gRPC's own defaults.
+8. Workload A (``benchmarks/workload_a.py``): the real ``moria eval`` on BALROG's side-by-side
    workload (50 BabyAI episodes against a 100 ms model) with only ``eval.num_workers`` set:
    wall time, wall over ideal, CPU per step of each process, peak memory.
-8. Local model (``benchmarks/local_model.py``): the embedded model under BALROG's history
+9. Local model (``benchmarks/local_model.py``): the embedded model under BALROG's history
    window: prompt tokens served from the KV cache vs evaluated, per step, and time per step.
 
 The run ends with the goals table (``benchmarks/goals.py``: P1, P2, P3, P6), each figure next
@@ -48,7 +51,8 @@ from moria import aio
 
 OUT = Path(__file__).resolve().parent / "out"
 #: The suites ``make bench`` runs, in order.
-SUITES = ("babyai", "nethack", "families", "policy", "env_load", "workload_a", "local_model")
+SUITES = ("babyai", "nethack", "families", "policy", "env_load", "grpc", "workload_a",
+          "local_model")
 TASK = "BabyAI-MixedTrainLocal-v0/goto"
 
 
@@ -219,6 +223,10 @@ def main() -> None:
         from benchmarks.env_load import run as env_load_figures
 
         results["env_load_500_sessions"] = aio.run(env_load_figures(500, 20))
+    if "grpc" in suites:
+        from benchmarks.grpc_roundtrip import run as grpc_roundtrip
+
+        results["grpc_round_trip"] = grpc_roundtrip()
     if "workload_a" in suites:
         from benchmarks.workload_a import run as workload_a
 

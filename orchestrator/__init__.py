@@ -13,3 +13,5 @@ Subpackages, each importing only those listed after it (``.importlinter``'s laye
 - ``plan``: what a run is (the run spec, overrides, the BALROG worker config, episode seeds);
 - ``suites``: the benchmark suites as data (BALROG's and MOSAIC's), and the price table.
 """
+
+import moria  # noqa: F401  (first: applies moria.grpc_defaults before grpc is imported)

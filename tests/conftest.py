@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+import moria  # noqa: F401  (before grpc: the tests' own channels get moria.grpc_defaults)
+
 #: Environment variables that change what a server lists or serves; a test that wants one sets
 #: it itself (``monkeypatch.setenv``).
 SERVER_SETTINGS = ("MORIA_MELTINGPOT_ASSETS",)

@@ -1,0 +1,46 @@
+"""gRPC core settings every Moria process starts with.
+
+gRPC core reads ``GRPC_EXPERIMENTS`` (a comma-separated list; a leading ``-`` turns an
+experiment off; gRPC's ``doc/environment_variables.md``) once, when ``grpc`` is first imported:
+a value set later has no effect. ``moria/__init__.py`` therefore calls ``apply()`` before any
+stub or SDK module imports ``grpc``, and every service package (``env_server``,
+``agent_server``, ``orchestrator``, ``worker``) imports ``moria`` first.
+
+What is turned off, and why (``docs/performance.md`` has the figures): with grpcio 1.85's
+EventEngine client and listener, one message round trip on a bidirectional stream over a unix
+socket cost 150-180 us of CPU on each side with one stream open; with the iomgr endpoints that
+these experiments replace, 95-110 us. The Env server and Policy server answer one message per
+step, so this is CPU and latency per step.
+
+A user who sets ``GRPC_EXPERIMENTS`` (an empty value included: gRPC's own defaults) keeps
+their value: ``apply`` only fills in a missing variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+
+#: The environment variable gRPC core reads its experiments from.
+EXPERIMENTS_VAR = "GRPC_EXPERIMENTS"
+
+#: gRPC core experiments Moria turns off (names as grpcio 1.85 knows them; an unknown name
+#: makes gRPC log ``Unknown experiment`` at startup, which ``tests/unit/test_grpc_defaults.py``
+#: checks against the installed grpcio).
+DISABLED_EXPERIMENTS: tuple[str, ...] = ("event_engine_client", "event_engine_listener")
+
+
+def default_experiments() -> str:
+    """The ``GRPC_EXPERIMENTS`` value Moria starts with, e.g.
+    ``"-event_engine_client,-event_engine_listener"``."""
+    return ",".join(f"-{name}" for name in DISABLED_EXPERIMENTS)
+
+
+def apply(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Set ``GRPC_EXPERIMENTS`` to ``default_experiments()`` in ``environ`` unless it is set
+    already (to anything, empty included). Returns True when it was set here. Child processes
+    started with this environment inherit the value."""
+    if EXPERIMENTS_VAR in environ:
+        return False
+    environ[EXPERIMENTS_VAR] = default_experiments()
+    return True
