@@ -23,12 +23,14 @@ Session rules (see protos/moria/env/v1/env_service.proto):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, NoReturn, TypeVar
 
@@ -282,27 +284,24 @@ class _Session:
         self._tracked = self.server.drain.track()
         self._tracked.__enter__()
         try:
-            # a bare task name lists the families' tasks (a first listing can take a second):
-            # off the event loop
-            family, task = await self.server._run(self.server.resolve, req.task)
-        except TaskNotFoundError as exc:
-            await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        self.family_name = family.name
-        self.obs = req.observation
-        # a frame to encode per step is work for the pool, whatever the family
-        self.inline_steps = (family.inline_steps and not self.obs.include_image
-                             and family.name not in self.server.process_families)
-        # Struct decoding is linear in the request (a hostile one is large): off the loop.
-        self.options = await self.server._run(_game_options, req)
-        try:
-            self.game = await self.server._run(self.server.open_game, family, task, self.options)
+            # one hop to the game pool for the whole open: a bare task name lists the
+            # families' tasks (a first listing can take a second), Struct decoding is linear in
+            # the request (a hostile one is large), and opening and resetting run game code
+            opened = await self.server._run(_open_episode, self.server, req)
         except TaskNotFoundError as exc:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except TaskUnavailableError as exc:
             await self.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except GameOptionError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        agents = await self.server._run(_reset_game, self.game, None, self.obs)
+        family, task, self.game, agents = (opened.family, opened.task, opened.game,
+                                           opened.agents)
+        self.family_name = family.name
+        self.obs = req.observation
+        self.options = opened.options
+        # a frame to encode per step is work for the pool, whatever the family
+        self.inline_steps = (family.inline_steps and not self.obs.include_image
+                             and family.name not in self.server.process_families)
         self._start_episode()
         log.debug("%s: opened %s:%s seed=%d", self.session_id, family.name, task, req.seed)
         return env_pb.SessionResponse(opened=env_pb.OpenResponse(
@@ -424,6 +423,35 @@ class _Session:
         if self._tracked is not None:
             tracked, self._tracked = self._tracked, None
             tracked.__exit__(None, None, None)
+
+
+@dataclass
+class _Opened:
+    """What ``_open_episode`` made: the family and bare task, the game's options, the game
+    (reset) and each agent's start as sent."""
+
+    family: Family
+    task: str
+    options: GameOptions
+    game: Game
+    agents: dict[str, env_pb.AgentStart]
+
+
+def _open_episode(server: EnvServicer, req: env_pb.OpenRequest) -> _Opened:
+    """Resolve ``req.task``, decode its options, open the game and reset it (blocking: the
+    session runs it on the game pool, in one hop). Raises TaskNotFoundError,
+    TaskUnavailableError, GameOptionError, CodecError (options with no JSON form), or what the
+    game raises; a game whose reset raises is closed first."""
+    family, task = server.resolve(req.task)
+    options = _game_options(req)
+    game = server.open_game(family, task, options)
+    try:
+        agents = _reset_game(game, None, req.observation)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            game.close()
+        raise
+    return _Opened(family, task, options, game, agents)
 
 
 def _reset_game(game: Game, seed: int | None, obs: env_pb.ObservationOptions,

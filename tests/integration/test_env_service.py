@@ -249,6 +249,26 @@ async def test_game_crash_ends_only_that_session_with_internal(monkeypatch) -> N
         assert info.active_sessions == 0
 
 
+async def test_a_game_that_crashes_in_its_first_reset_is_closed_and_frees_its_slot(
+        monkeypatch) -> None:
+    from tests.support.crash_family import ResetCrashGame
+
+    monkeypatch.setitem(FAMILIES, "crashy", "tests.support.crash_family:CrashFamily")
+    monkeypatch.setattr(ResetCrashGame, "closed", 0)
+    async with env_server(families=("babyai", "crashy")) as srv:
+        client = EnvClient(srv.target)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.session().open(env_pb.OpenRequest(task="crashy:crash_on_reset"))
+        assert err.value.code() == grpc.StatusCode.INTERNAL
+        assert "reset boom" in err.value.details()
+        assert ResetCrashGame.closed == 1  # closed once, by the open that made it
+        assert (await client.get_info()).active_sessions == 0
+        healthy = client.session()  # the server goes on serving
+        await healthy.open(_open())
+        assert (await healthy.step({"agent_0": text_action("turn left")})).step == 1
+        await healthy.close()
+
+
 async def test_idle_session_is_reaped() -> None:
     async with env_server(idle_timeout_s=0.3) as srv:
         session = EnvClient(srv.target).session()

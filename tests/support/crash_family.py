@@ -1,4 +1,5 @@
-"""A test-only game family whose game raises inside ``step`` when told "crash".
+"""A test-only game family whose game raises inside ``step`` when told "crash" (task
+"crash"), or inside its first ``reset`` (task "crash_on_reset", which counts its closes).
 
 Registered into ``env_server.families.FAMILIES`` by the tests that need a crashing game, to
 prove a game crash ends only its own session (INTERNAL) while the server keeps serving.
@@ -66,15 +67,30 @@ class CrashGame(Game):
         return np.zeros((4, 4, 3), dtype=np.uint8)
 
 
+class ResetCrashGame(CrashGame):
+    """A CrashGame whose ``reset`` raises RuntimeError("reset boom"); ``closed`` counts the
+    ``close`` calls of every instance (tests read it in-process)."""
+
+    closed = 0
+
+    def reset(self, seed: int | None = None) -> dict[str, AgentView]:
+        raise RuntimeError("reset boom")
+
+    def close(self) -> None:
+        type(self).closed += 1
+
+
 class CrashFamily(Family):
-    """The family of CrashGame (task "crash")."""
+    """The family of CrashGame (task "crash") and ResetCrashGame (task "crash_on_reset")."""
 
     name = "crashy"
 
     def list_tasks(self) -> list[TaskInfo]:
-        return [TaskInfo("crashy", "crash")]
+        return [TaskInfo("crashy", "crash"), TaskInfo("crashy", "crash_on_reset")]
 
     def open(self, task: str, options: GameOptions) -> Game:
+        if task == "crash_on_reset":
+            return ResetCrashGame()
         if task != "crash":
-            raise TaskNotFoundError(task, ["crash"])
+            raise TaskNotFoundError(task, ["crash", "crash_on_reset"])
         return CrashGame()
