@@ -1,19 +1,19 @@
 """gRPC core settings every Moria process starts with.
 
 gRPC core reads ``GRPC_EXPERIMENTS`` (a comma-separated list; a leading ``-`` turns an
-experiment off; gRPC's ``doc/environment_variables.md``) once, when ``grpc`` is first imported:
-a value set later has no effect. ``moria/__init__.py`` therefore calls ``apply()`` before any
-stub or SDK module imports ``grpc``, and every service package (``env_server``,
-``agent_server``, ``orchestrator``, ``worker``) imports ``moria`` first.
+experiment off; documented among gRPC core's environment variables) once, when ``grpc`` is
+first imported: a value set later has no effect. ``moria/__init__.py`` therefore calls
+``apply()`` before any stub or SDK module imports ``grpc``, and every service package
+(``env_server``, ``agent_server``, ``orchestrator``, ``worker``) imports ``moria`` first.
 
-What is turned off, and why (``docs/performance.md`` has the figures): with grpcio 1.85's
-EventEngine client and listener, one message round trip on a bidirectional stream over a unix
-socket cost 150-180 us of CPU on each side with one stream open; with the iomgr endpoints that
-these experiments replace, 95-110 us. The Env server and Policy server answer one message per
-step, so this is CPU and latency per step.
+What is turned off, and why (``docs/performance.md`` has the figures of
+``benchmarks/grpc_roundtrip.py``): with grpcio 1.85's EventEngine client and listener, one Env
+server round trip over a unix socket with one stream open cost 155 us of client CPU and 195 us
+of server CPU; with the iomgr endpoints these experiments replace, 100 us and 130 us. The Env
+server and Policy server answer one message per step, so this is CPU and latency per step.
 
-A user who sets ``GRPC_EXPERIMENTS`` (an empty value included: gRPC's own defaults) keeps
-their value: ``apply`` only fills in a missing variable.
+A user who sets ``GRPC_EXPERIMENTS`` (an empty value included: gRPC's own defaults) keeps their
+value: ``apply`` only fills in a missing variable.
 """
 
 from __future__ import annotations
