@@ -208,7 +208,6 @@ class _Session:
         self.game: Game | None = None
         self.family_name = ""
         self.inline_steps = False
-        self.options: GameOptions | None = None
         self.obs = env_pb.ObservationOptions()
         self.next_agents: list[str] = []
         self.returns: dict[str, float] = {}
@@ -294,37 +293,32 @@ class _Session:
             await self.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except GameOptionError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        family, task, self.game, agents = (opened.family, opened.task, opened.game,
-                                           opened.agents)
+        family, task, self.game, start = opened.family, opened.task, opened.game, opened.start
         self.family_name = family.name
         self.obs = req.observation
-        self.options = opened.options
         # a frame to encode per step is work for the pool, whatever the family
         self.inline_steps = (family.inline_steps and not self.obs.include_image
                              and family.name not in self.server.process_families)
-        self._start_episode()
+        self._start_episode(start)
         log.debug("%s: opened %s:%s seed=%d", self.session_id, family.name, task, req.seed)
         return env_pb.SessionResponse(opened=env_pb.OpenResponse(
             session_id=self.session_id, family=family.name, task=task,
-            agents=agents,
-            next_agents=self.next_agents, max_steps=self.game.max_steps,
-            metrics=struct_from_dict(opening := self.game.metrics()),
-            progression=progression_of(opening), idle_timeout_s=self.server.idle_timeout_s))
+            agents=start.agents, next_agents=self.next_agents, max_steps=start.max_steps,
+            metrics=struct_from_dict(opened.metrics), progression=progression_of(opened.metrics),
+            idle_timeout_s=self.server.idle_timeout_s))
 
-    def _start_episode(self) -> None:
-        assert self.game is not None
-        self.next_agents = list(self.game.first_agents())
-        self.returns = {a: 0.0 for a in self.game.agents}
+    def _start_episode(self, start: _Start) -> None:
+        self.next_agents = list(start.first_agents)
+        self.returns = dict.fromkeys(start.agent_ids, 0.0)
         self.steps = 0
         self.ended = None
 
     async def _on_reset(self, req: env_pb.ResetRequest) -> env_pb.SessionResponse:
         assert self.game is not None
-        agents = await self.server._run(_reset_game, self.game, req.seed or None, self.obs)
-        self._start_episode()
+        start = await self.server._run(_reset_game, self.game, req.seed or None, self.obs)
+        self._start_episode(start)
         return env_pb.SessionResponse(reset=env_pb.ResetResponse(
-            agents=agents, next_agents=self.next_agents,
-            max_steps=self.game.max_steps))
+            agents=start.agents, next_agents=self.next_agents, max_steps=start.max_steps))
 
     async def _on_step(self, req: env_pb.StepRequest) -> env_pb.SessionResponse:
         assert self.game is not None
@@ -399,7 +393,7 @@ class _Session:
         assert self.game is not None
         end = self.ended
         if end is None:
-            final = self.game.metrics()
+            final = await self.server._run(self.game.metrics)  # a worker's game: a pipe call
             end = types_pb2.EpisodeEnd(reason=types_pb2.END_REASON_CANCELLED,
                                        returns=self.returns, num_steps=self.steps,
                                        metrics=struct_from_dict(final),
@@ -426,39 +420,50 @@ class _Session:
 
 
 @dataclass
+class _Start:
+    """A game just reset, as a session needs it: each agent's start as sent, the agents that
+    act first, every agent id, and the step cap. Read on the game pool: for a game in a
+    worker process each is a call over its pipe."""
+
+    agents: dict[str, env_pb.AgentStart]
+    first_agents: list[str]
+    agent_ids: list[str]
+    max_steps: int
+
+
+@dataclass
 class _Opened:
-    """What ``_open_episode`` made: the family and bare task, the game's options, the game
-    (reset) and each agent's start as sent."""
+    """What ``_open_episode`` made: the family and bare task, the game, its start and its
+    metrics before the first step."""
 
     family: Family
     task: str
-    options: GameOptions
     game: Game
-    agents: dict[str, env_pb.AgentStart]
+    start: _Start
+    metrics: dict[str, Any]
 
 
 def _open_episode(server: EnvServicer, req: env_pb.OpenRequest) -> _Opened:
-    """Resolve ``req.task``, decode its options, open the game and reset it (blocking: the
-    session runs it on the game pool, in one hop). Raises TaskNotFoundError,
-    TaskUnavailableError, GameOptionError, CodecError (options with no JSON form), or what the
-    game raises; a game whose reset raises is closed first."""
+    """Resolve ``req.task``, decode its options, open the game, reset it and read its start
+    and metrics (blocking: the session runs it on the game pool, in one hop). Raises
+    TaskNotFoundError, TaskUnavailableError, GameOptionError, CodecError (options with no JSON
+    form), or what the game raises; a game that raises once opened is closed first."""
     family, task = server.resolve(req.task)
-    options = _game_options(req)
-    game = server.open_game(family, task, options)
+    game = server.open_game(family, task, _game_options(req))
     try:
-        agents = _reset_game(game, None, req.observation)
+        return _Opened(family, task, game, _reset_game(game, None, req.observation),
+                       game.metrics())
     except BaseException:
         with contextlib.suppress(Exception):
             game.close()
         raise
-    return _Opened(family, task, options, game, agents)
 
 
-def _reset_game(game: Game, seed: int | None, obs: env_pb.ObservationOptions,
-                ) -> dict[str, env_pb.AgentStart]:
-    """``game.reset(seed)`` and each agent's start as sent (frames encoded here, so callers run
+def _reset_game(game: Game, seed: int | None, obs: env_pb.ObservationOptions) -> _Start:
+    """``game.reset(seed)`` and the start a session needs (frames encoded here, so callers run
     it on the game pool)."""
-    return start_to_proto(game, game.reset(seed), obs)
+    agents = start_to_proto(game, game.reset(seed), obs)
+    return _Start(agents, list(game.first_agents()), list(game.agents), game.max_steps)
 
 
 def _step_game(game: Game, actions: dict[str, SubmittedAction], step: int,

@@ -65,11 +65,10 @@ async def test_sigkill_of_a_worker_fails_only_its_session(monkeypatch) -> None:
                           process_families=("babyai", "crashy")) as srv:
         client = EnvClient(srv.target)
         victim, survivor = client.session(), client.session()
-        await victim.open(env_pb.OpenRequest(task=GOTO, seed=1))
+        opened = await victim.open(env_pb.OpenRequest(task=GOTO, seed=1))
         await survivor.open(env_pb.OpenRequest(task=GOTO, seed=2))
         pids = _worker_pid(srv.servicer, 2)
-        victim_pid = next(s.game.pid for s in srv.servicer.sessions.values()
-                          if s.options.seed == 1)
+        victim_pid = srv.servicer.sessions[opened.session_id].game.pid
         assert victim_pid in pids
         os.kill(victim_pid, signal.SIGKILL)
         with pytest.raises(grpc.aio.AioRpcError) as err:
