@@ -37,11 +37,11 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
-async def _client(target: str, streams: int, pings: int) -> dict[str, float]:
+async def _client(target: str, streams: int, pings: int) -> None:
     """This process as the client: ``streams`` sessions opened, then (after printing
     ``opened`` and reading a line from stdin, so that the parent can read the server's CPU
-    time) ``pings`` pings on each, all streams at once. Its wall and CPU seconds over the
-    pings."""
+    time) ``pings`` pings on each, all streams at once; prints its wall and CPU seconds over
+    the pings as one JSON line."""
     from moria.clients import EnvClient
     from moria.env.v1 import env_service_pb2 as env_pb
 
@@ -49,13 +49,12 @@ async def _client(target: str, streams: int, pings: int) -> dict[str, float]:
     sessions = [client.session() for _ in range(streams)]
     for index, session in enumerate(sessions):
         await session.open(env_pb.OpenRequest(task=TASK, seed=index + 1))
-    ping = env_pb.SessionRequest(ping=env_pb.PingRequest())
     print("opened", flush=True)
     await asyncio.to_thread(sys.stdin.readline)
 
     async def pinging(session: Any) -> None:
         for _ in range(pings):
-            await session._stream.request(ping)
+            await session.ping()
 
     start_cpu, start = _cpu_s(), time.perf_counter()
     await asyncio.gather(*(pinging(s) for s in sessions))
@@ -63,7 +62,6 @@ async def _client(target: str, streams: int, pings: int) -> dict[str, float]:
     print(json.dumps({"wall_s": wall, "cpu_s": cpu}), flush=True)
     for session in sessions:
         await session.close()
-    return {"wall_s": wall, "cpu_s": cpu}
 
 
 async def _measure(experiments: str, streams: int, pings: int) -> dict[str, Any]:
@@ -119,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", metavar="TARGET", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:  # the child: one stream count against a running server
-        aio.run(_client(args.client, args.streams[0], args.pings))  # prints its figures
+        aio.run(_client(args.client, args.streams[0], args.pings))
         return 0
     run(args.pings, tuple(args.streams))
     return 0

@@ -247,9 +247,12 @@ def keep_alive(owner: EnvSession | PlayStream, idle_timeout_s: float) -> KeptAli
     none (0: a server from before ``ping``). Call it on the event loop that uses ``owner``."""
     if not idle_timeout_s > 0:
         return None
-    ping = (env_pb.SessionRequest(ping=env_pb.PingRequest()) if isinstance(owner, EnvSession)
-            else pol_pb.PlayRequest(ping=pol_pb.Ping()))
+    ping = _ENV_PING if isinstance(owner, EnvSession) else pol_pb.PlayRequest(ping=pol_pb.Ping())
     return KeptAlive(owner, ping, idle_timeout_s * PING_FRACTION)
+
+
+#: The request that keeps an env session alive (answered with ``pong``, no game work).
+_ENV_PING = env_pb.SessionRequest(ping=env_pb.PingRequest())
 
 
 class EnvSession:
@@ -274,6 +277,12 @@ class EnvSession:
         resp = await self._stream.request(
             env_pb.SessionRequest(reset=env_pb.ResetRequest(seed=seed)))
         return resp.reset
+
+    async def ping(self) -> env_pb.PingResponse:
+        """One round trip with no game work; the server's idle clock restarts (an opened
+        session only: a ping before ``open`` ends the stream with FAILED_PRECONDITION)."""
+        resp = await self._stream.request(_ENV_PING)
+        return resp.pong
 
     async def render(self, encoding: Any = types_pb2.IMAGE_ENCODING_PNG) -> types_pb2.Image:
         """A full-state RGB frame."""

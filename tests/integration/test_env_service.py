@@ -269,6 +269,19 @@ async def test_a_game_that_crashes_in_its_first_reset_is_closed_and_frees_its_sl
         await healthy.close()
 
 
+async def test_ping_answers_pong_once_opened_and_ends_an_unopened_stream() -> None:
+    async with env_server() as srv:
+        client = EnvClient(srv.target)
+        session = client.session()
+        await session.open(_open())
+        assert (await session.ping()) == env_pb.PingResponse()
+        assert (await session.step({"agent_0": text_action("turn left")})).step == 1
+        await session.close()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.session().ping()
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+
+
 async def test_idle_session_is_reaped() -> None:
     async with env_server(idle_timeout_s=0.3) as srv:
         session = EnvClient(srv.target).session()

@@ -8,14 +8,22 @@ import sys
 
 from moria import grpc_defaults
 
-#: Opens a channel (gRPC core initialises and reads its experiments) after importing a Moria
-#: service package, and prints the variable as the process saw it.
+#: Records GRPC_EXPERIMENTS at the moment ``grpc`` is first imported (an import hook), imports
+#: a Moria package, opens a channel (gRPC core initialises and reads its experiments) and prints
+#: what the hook saw.
 _PROBE = """
 import os, sys
+seen = []
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "grpc" and not seen:
+            seen.append(os.environ.get("GRPC_EXPERIMENTS"))
+        return None
+sys.meta_path.insert(0, Spy())
 import {package}
 import grpc
 grpc.insecure_channel("unix:///nonexistent-moria-probe.sock").close()
-print(os.environ.get("GRPC_EXPERIMENTS"))
+print(seen[0])
 """
 
 
