@@ -146,6 +146,18 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         self.idle_timeout_s = idle_timeout_s
         self.active = 0
         self._backends: dict[str, Backend] = {}
+        #: read once: package versions and the strategy registry cannot change under a
+        #: running server, and reading the versions (importlib.metadata scans site-packages)
+        #: took milliseconds of the event loop on every GetInfo, which clients send before
+        #: each episode
+        self._version = types_pb2.VersionInfo(api_version=moria.API_VERSION,
+                                              package_version=moria.__version__,
+                                              components=_component_versions())
+        self._strategies = sorted(STRATEGIES)
+        self._strategy_info = [pol_pb.StrategyInfo(name=f.name, calls_model=f.calls_model,
+                                                   reads_tensors=f.reads_tensors,
+                                                   keeps_images=f.keeps_images)
+                               for f in registry_facts()]
 
     def backend_for(self, client: ClientConfig) -> Backend:
         """The shared backend for these client settings (created on first use), limited to
@@ -186,22 +198,9 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                             errors.append(bounded_message(problem))
         except ValueError as exc:
             errors.append(bounded_message(str(exc)))
-        components = {}
-        for pkg in ("llama_cpp_python", "openai", "anthropic", "google-genai", "vllm", "grpcio"):
-            try:
-                components[pkg] = metadata.version(pkg)
-            except metadata.PackageNotFoundError:
-                components[pkg] = "not installed"
         return pol_pb.GetInfoResponse(
-            version=types_pb2.VersionInfo(api_version=moria.API_VERSION,
-                                          package_version=moria.__version__,
-                                          components=components),
-            strategies=sorted(STRATEGIES),
-            strategy_info=[pol_pb.StrategyInfo(name=f.name, calls_model=f.calls_model,
-                                               reads_tensors=f.reads_tensors,
-                                               keeps_images=f.keeps_images)
-                           for f in registry_facts()],
-            backends=list(BACKEND_NAMES),
+            version=self._version, strategies=self._strategies,
+            strategy_info=self._strategy_info, backends=BACKEND_NAMES,
             capacity=self.capacity, active_streams=self.active, config_errors=errors,
             draining=self.drain.draining)
 
@@ -218,6 +217,22 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                 log.exception("Play stream failed")
                 await stream.abort(grpc.StatusCode.UNKNOWN,
                                    f"Unexpected {type(exc)}: {exc}")
+
+
+#: The packages whose installed versions ``GetInfo`` reports (model SDKs and gRPC).
+VERSIONED_PACKAGES = ("llama_cpp_python", "openai", "anthropic", "google-genai", "vllm",
+                      "grpcio")
+
+
+def _component_versions() -> dict[str, str]:
+    """Each of ``VERSIONED_PACKAGES``' installed version, or "not installed"."""
+    components = {}
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            components[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            components[pkg] = "not installed"
+    return components
 
 
 class _Metered(Backend):

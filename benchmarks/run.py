@@ -19,10 +19,15 @@
 7. gRPC round trip (``benchmarks/grpc_roundtrip.py``): one Env server ``ping`` round trip
    (1 and 16 streams), wall and CPU microseconds per round trip of client and server, under
    Moria's gRPC core settings (``moria.grpc_defaults``) and under gRPC's own defaults.
-8. Workload A (``benchmarks/workload_a.py``): the real ``moria eval`` on BALROG's side-by-side
+8. Model client (``benchmarks/model_client.py``): CPU microseconds per chat-completions call
+   against a server that answers at once, layer by layer: aiohttp alone (reference), the
+   openai SDK's ``post`` (as Moria sends), Moria's whole OpenAI-compatible backend.
+9. Server info (``benchmarks/server_info.py``): wall and server CPU milliseconds of the
+   ``GetInfo`` the orchestrator sends to every Env and Policy server before each episode.
+10. Workload A (``benchmarks/workload_a.py``): the real ``moria eval`` on BALROG's side-by-side
    workload (50 BabyAI episodes against a 100 ms model) with only ``eval.num_workers`` set:
    wall time, wall over ideal, CPU per step of each process, peak memory.
-9. Local model (``benchmarks/local_model.py``): the embedded model under BALROG's history
+11. Local model (``benchmarks/local_model.py``): the embedded model under BALROG's history
    window: prompt tokens served from the KV cache vs evaluated, per step, and time per step.
 
 The run ends with the goals table (``benchmarks/goals.py``: P1, P2, P3, P6), each figure next
@@ -51,8 +56,8 @@ from moria import aio
 
 OUT = Path(__file__).resolve().parent / "out"
 #: The suites ``make bench`` runs, in order.
-SUITES = ("babyai", "nethack", "families", "policy", "env_load", "grpc", "workload_a",
-          "local_model")
+SUITES = ("babyai", "nethack", "families", "policy", "env_load", "grpc", "model_client",
+          "server_info", "workload_a", "local_model")
 TASK = "BabyAI-MixedTrainLocal-v0/goto"
 
 
@@ -227,6 +232,14 @@ def main() -> None:
         from benchmarks.grpc_roundtrip import run as grpc_roundtrip
 
         results["grpc_round_trip"] = grpc_roundtrip()
+    if "model_client" in suites:
+        from benchmarks.model_client import run as model_client
+
+        results["model_client"] = model_client()
+    if "server_info" in suites:
+        from benchmarks.server_info import run as server_info
+
+        results["server_info"] = server_info()
     if "workload_a" in suites:
         from benchmarks.workload_a import run as workload_a
 

@@ -116,13 +116,18 @@ class EnvServicer(env_grpc.EnvServiceServicer):
             process_families if process_families is not None
             else [n for n, f in self.families.items() if f.isolation == "process"])
         self.sessions: dict[str, _Session] = {}
+        #: read once: package versions cannot change under a running server, and reading
+        #: them (importlib.metadata scans site-packages) took milliseconds of the event loop
+        #: on every GetInfo, which clients send before each episode
+        self._version = _versions(self.families.values())
+        self._family_names = sorted(self.families)
 
     # ---- unary -------------------------------------------------------------------------
 
     async def GetInfo(self, request: env_pb.GetInfoRequest, context: Any,
                       ) -> env_pb.GetInfoResponse:
         return env_pb.GetInfoResponse(
-            version=_versions(self.families.values()), families=sorted(self.families),
+            version=self._version, families=self._family_names,
             capacity=self.capacity, active_sessions=self._open, draining=self.drain.draining)
 
     async def ListTasks(self, request: env_pb.ListTasksRequest, context: Any,

@@ -292,7 +292,33 @@ async def call_with_retries(
     ``BackendError(retryable=True)`` "<provider>: retries exhausted after N attempts: <last>"
     once ``client.max_retries`` retries have failed. Each retry is reported to
     ``moria.metrics.note_model_retry`` (counted when a policy server meters the call).
+
+    The first attempt runs outside tenacity: setting up its retry loop cost about a sixth of
+    the openai SDK's own CPU per call (``benchmarks/model_client.py``), and most calls succeed
+    at once. A first attempt that raises ``TransientError`` hands that failure to the tenacity
+    loop as the loop's own first attempt, so waits, logs, retry counts and the exhaustion
+    message are those of a loop that made it.
     """
+    try:
+        return await attempt(), 1
+    except TransientError as failure:
+        first: TransientError | None = failure
+
+    async def replayed() -> T:
+        """The first attempt's failure again (no new call), then real attempts."""
+        nonlocal first
+        if first is not None:
+            failure, first = first, None
+            raise failure
+        return await attempt()
+
+    return await _retry_loop(replayed, client, provider)
+
+
+async def _retry_loop(
+    attempt: Callable[[], Awaitable[T]], client: ClientConfig, provider: str
+) -> tuple[T, int]:
+    """``call_with_retries``' tenacity loop over ``attempt``, from its first attempt."""
 
     def _before_sleep(state: RetryCallState) -> None:
         note_model_retry()  # moria_model_retries_total, when a server meters this call
