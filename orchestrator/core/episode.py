@@ -49,8 +49,7 @@ from orchestrator.plan.spec import RunSpec
 from orchestrator.report.accounting import add_usage
 from orchestrator.store.demos import (
     MissingDemonstrationsError,
-    evaluation_seeds,
-    load_demonstrations,
+    episode_demonstrations,
 )
 from orchestrator.store.protocol_record import saved_check
 from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
@@ -537,8 +536,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
     Raises PlayerSetupError when a policy rejects its seat's Begin."""
     try:
         demos = await asyncio.to_thread(  # may read the demo file: off the event loop
-            load_demonstrations, spec, plan.env, plan.task,
-            evaluation_seeds(spec, plan.env, plan.task) | {plan.seed})
+            episode_demonstrations, spec, plan.env, plan.task, plan.seed)
     except MissingDemonstrationsError as exc:
         raise EpisodeSetupError(str(exc)) from None
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):

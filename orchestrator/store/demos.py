@@ -221,6 +221,11 @@ def same_game(env: str, a: int, b: int) -> bool:
     return cycle is not None and cycle > 0 and a % cycle == b % cycle
 
 
+def reads_demonstrations(spec: RunSpec) -> bool:
+    """Whether the run's player reads demonstrations (``agent.type`` few_shot)."""
+    return spec.agent.type == "few_shot"
+
+
 def evaluation_seeds(spec: RunSpec, env: str, task: str) -> set[int]:
     """The seeds of every planned episode of (env, task) in ``spec`` (``spec.episodes()`` with
     ``seeds.derive_seed``): what a demo must not replay."""
@@ -308,12 +313,23 @@ def load_demonstrations(spec: RunSpec, env: str, task: str, eval_seeds: set[int]
             demos, or ``eval.icl_episodes`` is 0; the message names the file and the
             ``moria record-demos --env <env> --tasks <task>`` command that creates them.
     """
-    if spec.agent.type != "few_shot":
+    if not reads_demonstrations(spec):
         return []
     chosen, problem = _select(spec, env, task, eval_seeds)
     if problem is not None:
         raise MissingDemonstrationsError(problem)
     return [r.to_proto() for r in chosen]
+
+
+def episode_demonstrations(spec: RunSpec, env: str, task: str, seed: int,
+                           ) -> list[pol_pb.Demonstration]:
+    """``load_demonstrations`` for one episode of (env, task) played with ``seed``: no demo
+    replays its game or a game of another planned episode of (env, task). Those seeds (a walk
+    over the whole plan) are derived only when the player reads demonstrations, so that other
+    runs pay nothing per episode for them. Raises as ``load_demonstrations``."""
+    if not reads_demonstrations(spec):
+        return []
+    return load_demonstrations(spec, env, task, evaluation_seeds(spec, env, task) | {seed})
 
 
 def check_demonstrations(spec: RunSpec, planned: Iterable[tuple[str, str, int]],
@@ -328,7 +344,7 @@ def check_demonstrations(spec: RunSpec, planned: Iterable[tuple[str, str, int]],
         MissingDemonstrationsError: listing every (env, task) whose demos are missing or too
             few, each with the file and the ``moria record-demos`` command to run.
     """
-    if spec.agent.type != "few_shot":
+    if not reads_demonstrations(spec):
         return {}
     seeds: dict[tuple[str, str], set[int]] = {}
     for env, task, seed in planned:

@@ -23,6 +23,7 @@ from orchestrator.store.demos import (
     check_demonstrations,
     demo_file,
     demo_seed,
+    episode_demonstrations,
     evaluation_seeds,
     load_demonstrations,
     read_demos,
@@ -158,6 +159,24 @@ def test_loader_takes_the_first_demos_and_excludes_evaluation_seeds(tmp_path: Pa
 
     # Other strategies get none, whatever exists on disk.
     assert load_demonstrations(_spec(tmp_path, agent="naive"), "babyai", "other", set()) == []
+
+
+def test_an_episode_s_demos_skip_its_own_and_the_planned_games(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _spec(tmp_path, "eval.num_episodes.babyai=2", f"tasks.babyai_tasks=[{GOTO}]",
+                 "eval.icl_episodes=3")
+    planned = sorted(evaluation_seeds(spec, "babyai", GOTO))
+    append_demos(demo_file(tmp_path, "babyai", GOTO),
+                 [_record(s) for s in (*planned, 77, 88, 99, 111)])
+    seeds = [d.seed for d in episode_demonstrations(spec, "babyai", GOTO, 77)]
+    assert seeds == [88, 99, 111]  # eval.icl_episodes=3; the planned games and 77 left out
+
+    # a player that reads no demos costs no walk over the plan, for any episode
+    def walked(*_args: object) -> set[int]:
+        raise AssertionError("evaluation seeds derived for a player without demos")
+
+    monkeypatch.setattr(demos, "evaluation_seeds", walked)
+    assert episode_demonstrations(_spec(tmp_path, agent="naive"), "babyai", GOTO, 77) == []
 
 
 def test_loader_excludes_demos_of_the_same_textworld_game(tmp_path: Path) -> None:
