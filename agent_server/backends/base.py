@@ -173,7 +173,12 @@ def prompt_bytes(messages: list[ChatMessage]) -> int:
     """Size of a chat as ``client.max_prompt_bytes`` counts it: the UTF-8 bytes of every
     message's text plus the bytes of every attached PNG (before any base64 a provider's wire
     format adds)."""
-    return sum(_utf8_size(m.content) + sum(len(png) for png in m.images) for m in messages)
+    size = 0
+    for message in messages:
+        size += _utf8_size(message.content)
+        if message.images:
+            size += sum(map(len, message.images))
+    return size
 
 
 def _utf8_size(text: str) -> int:
