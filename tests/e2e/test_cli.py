@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import interruptible
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -151,9 +153,8 @@ def test_interrupt_stops_servers_and_keeps_results(tmp_path: Path, sig: signal.S
     command = [sys.executable, "-m", "orchestrator.apps.cli", "eval", "agent.type=dummy",
                "eval.num_episodes.babyai=100", "eval.num_workers=2", f"eval.output_dir={out}",
                "--no-progress"]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(interruptible(command), cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while len(list(out.rglob("*_run_*.json"))) < 3:

@@ -25,6 +25,7 @@ from orchestrator.apps.remote import OrchestratorClient
 from orchestrator.apps.service import EVENTS_FILE, OrchestratorServicer
 from orchestrator.plan.spec import load_spec
 from orchestrator.store.episodes import load_episodes
+from tests.support.processes import interruptible
 from tests.support.servers import env_server, policy_server, start_orchestrator
 from tests.support.waiting import async_wait_until
 
@@ -359,8 +360,8 @@ async def test_cli_eval_remote(tmp_path: Path) -> None:
         # Ctrl-C leaves the run going at the orchestrator
         slow = [o.replace("eval.num_episodes.babyai=2", "eval.num_episodes.babyai=100")
                 .replace("cli-run", "cli-long") for o in overrides]
-        proc = await asyncio.create_subprocess_exec(
-            str(VENV_BIN / "moria"), "eval", "--remote", address, "--no-progress", *slow,
+        proc = await asyncio.create_subprocess_exec(*interruptible(
+            [str(VENV_BIN / "moria"), "eval", "--remote", address, "--no-progress", *slow]),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
@@ -372,9 +373,9 @@ async def test_cli_eval_remote(tmp_path: Path) -> None:
         assert servicer.runs["cli-long"].state in ("queued", "running")
 
         # --cancel-on-interrupt cancels it instead
-        proc = await asyncio.create_subprocess_exec(
-            str(VENV_BIN / "moria"), "eval", "--remote", address, "--no-progress",
-            "--cancel-on-interrupt", *slow,
+        proc = await asyncio.create_subprocess_exec(*interruptible(
+            [str(VENV_BIN / "moria"), "eval", "--remote", address, "--no-progress",
+             "--cancel-on-interrupt", *slow]),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)

@@ -20,6 +20,20 @@ from typing import IO
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: Runs the command given after it with SIGINT at its default action, then ``exec``s it.
+_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def interruptible(command: list[str]) -> list[str]:
+    """``command`` wrapped so that it starts with SIGINT at its default action, as a program
+    started from a terminal does. A child inherits an ignored SIGINT (a test run launched in the
+    background by a non-interactive shell ignores it, and Python then installs no
+    KeyboardInterrupt handler), so a test that sends SIGINT wraps its command in this.
+    ``command[0]`` must be a path to an executable (it is exec'd as is)."""
+    return [sys.executable, "-c", _DEFAULT_SIGINT, *command]
+
+
 class LineReader:
     """Reads a text stream (a child's stdout or stderr) line by line on a daemon thread and
     keeps every line, so a test can wait for one without blocking on the pipe."""
