@@ -26,8 +26,9 @@ Properties, after every example:
   (Tasks the shipped lists lack are the env server's call, at the run's preflight: counted as
   an event, not checked here; tests/integration/test_run_bounds.py plays that case.)
 - the service stays responsive: health is SERVING, and GetRun of the control run and
-  ListRuns(page_size=1) are answered within a 250 ms gRPC deadline (a DEADLINE_EXCEEDED is a
-  stall: the event loop was kept busy by the example);
+  ListRuns(page_size=1) are answered within a 1 s gRPC deadline (a DEADLINE_EXCEEDED is a
+  stall: the event loop was kept busy by the example; on an idle machine they answer in a
+  few milliseconds, and 250 ms was missed once under the whole suite's load on 2 cores);
 - the accepted run reaches a final state after CancelRun (runs do not pile up), and no
   unhandled error was logged by gRPC or by the service's run scheduler;
 - the process RSS stays within 200 MiB of its baseline over the run (the baseline taken after
@@ -97,7 +98,7 @@ SUBMIT_CODES = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALRE
 #: SubmitRun's own deadline: far above any legitimate answer; past it the call hung.
 SUBMIT_DEADLINE_S = 30.0
 #: The control calls' deadline: past it the service stalled.
-CONTROL_DEADLINE_S = 0.25
+CONTROL_DEADLINE_S = 1.0
 #: How long an accepted run may take to end after CancelRun.
 STOP_WITHIN_S = 10.0
 #: RSS growth allowed over the whole run.
