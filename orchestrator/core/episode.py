@@ -101,6 +101,9 @@ class EpisodePlan:
     ``seat_policy_targets`` sends chosen seats to another policy server than
     ``policy_target`` (the llm-worker seats its human player on its own in-process server);
     ``episode_id`` names the episode in Begin (default ``<run_id>/<env>/<task>/<index>``).
+    ``demonstrations``: what every seat's Begin carries, chosen once for the whole run by the
+    runner (``check_demonstrations``); None: chosen for this episode alone
+    (``episode_demonstrations``).
     """
 
     run_id: str
@@ -113,6 +116,7 @@ class EpisodePlan:
     versions: dict[str, str] = field(default_factory=dict)
     seat_policy_targets: dict[str, str] = field(default_factory=dict)
     episode_id: str = ""
+    demonstrations: list[pol_pb.Demonstration] | None = None
 
     @property
     def begin_id(self) -> str:
@@ -534,11 +538,13 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
     the caller ends the ones already begun when a later one fails).
 
     Raises PlayerSetupError when a policy rejects its seat's Begin."""
-    try:
-        demos = await asyncio.to_thread(  # may read the demo file: off the event loop
-            episode_demonstrations, spec, plan.env, plan.task, plan.seed)
-    except MissingDemonstrationsError as exc:
-        raise EpisodeSetupError(str(exc)) from None
+    demos = plan.demonstrations
+    if demos is None:
+        try:
+            demos = await asyncio.to_thread(  # may read the demo file: off the event loop
+                episode_demonstrations, spec, plan.env, plan.task, plan.seed)
+        except MissingDemonstrationsError as exc:
+            raise EpisodeSetupError(str(exc)) from None
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
         stream = PolicyClient(plan.seat_policy_targets.get(agent_id, plan.policy_target)).play()
         agent, client = spec.seat(agent_id)

@@ -22,7 +22,7 @@ import json
 import logging
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -37,6 +37,7 @@ from moria.clients import EnvClient, PolicyClient, close_channels
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.families import server_environment
 from moria.files import atomic_write_text, remove_stale_temp_files
+from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.quoting import quote_names
 from moria.strategies import strategy_facts
 from orchestrator.core.episode import (
@@ -129,9 +130,10 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
     def todo() -> Iterator[tuple[str, str, int]]:
         return (key for key in spec.episodes() if key not in done)
 
-    try:
-        check_demonstrations(spec, ((env, task, derive_seed(spec.eval.seed, env, task, index))
-                                    for env, task, index in spec.episodes()))
+    try:  # few_shot: each (env, task)'s demonstrations, chosen once for the whole run
+        demos = check_demonstrations(
+            spec, ((env, task, derive_seed(spec.eval.seed, env, task, index))
+                   for env, task, index in spec.episodes()))
     except MissingDemonstrationsError as exc:
         raise PreflightError(str(exc)) from None
     try:
@@ -141,7 +143,8 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
             except SpecError as exc:
                 raise PreflightError(str(exc)) from None
             return await _run_with(spec, out, run_id, todo, skipped,
-                                   _endpoint_targets(spec), console, show_progress, sinks)
+                                   _endpoint_targets(spec), console, show_progress, sinks,
+                                   demos=demos)
         env_vars = server_environment({env: spec.envs.kwargs_for(env)
                                        for env in spec.envs.env_list})
         async with LocalStack(spec.envs.env_list, out / "logs",
@@ -151,7 +154,7 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                        [stack.policy_target])
             return await _run_with(spec, out, run_id, todo, skipped, targets,
                                    console, show_progress, sinks, on_fault=stack.check_alive,
-                                   watchdog=stack.watch)
+                                   watchdog=stack.watch, demos=demos)
     finally:
         await close_channels()
 
@@ -201,13 +204,16 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                     skipped: int, targets: tuple[dict[str, list[str]], list[str]],
                     console: Console, show_progress: bool, sinks: Sequence[EventSink],
                     on_fault: Callable[[], None] | None = None,
-                    watchdog: Callable[[], Awaitable[None]] | None = None) -> RunOutcome:
+                    watchdog: Callable[[], Awaitable[None]] | None = None,
+                    demos: Mapping[tuple[str, str], list[pol_pb.Demonstration]] | None = None,
+                    ) -> RunOutcome:
     """Run the episodes ``todo()`` yields against the given replicas ({env: env server
     targets}, policy server targets); each attempt of an episode takes the replicas with the
     most room (``orchestrator.core.replicas``). ``on_fault`` is called after each infrastructure
     fault and may raise to stop the whole run (a dead local server); ``watchdog``, when given,
     runs beside the episodes and stops the whole run with its exception the moment it raises
-    (``LocalStack.watch``)."""
+    (``LocalStack.watch``). ``demos``: (env, task) -> the demonstrations every episode of it
+    gets (``check_demonstrations``'s answer for the whole plan; empty unless few_shot)."""
     servers = _Servers.of(targets)
     env_targets = {env: t[0] for env, t in targets[0].items()}
     policy_target = targets[1][0]
@@ -216,7 +222,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     except PriceError as exc:
         raise PreflightError(str(exc)) from None
     versions = await _preflight(spec, targets[0], targets[1])
-    await _check_env_options(spec, run_id, todo(), env_targets, policy_target)
+    await _check_env_options(spec, run_id, todo(), env_targets, policy_target, demos or {})
     _write_run_metadata(out, run_id, spec, versions)
     _note_model_call_cap(spec, len(targets[1]), console)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
@@ -228,7 +234,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         pending = (_Queued(EpisodePlan(
             run_id=run_id, env=env, task=task, episode_index=index,
             seed=derive_seed(spec.eval.seed, env, task, index),
-            env_target="", policy_target="", versions=versions)) for env, task, index in todo())
+            env_target="", policy_target="", versions=versions,
+            demonstrations=(demos or {}).get((env, task)))) for env, task, index in todo())
         retries: asyncio.Queue[_Queued] = asyncio.Queue()
         cap = spec.eval.max_concurrent_model_calls
         model_slots = asyncio.Semaphore(cap) if cap is not None else None
@@ -473,10 +480,13 @@ async def _check_tasks(spec: RunSpec, env: str, target: str) -> None:
 
 
 async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[str, str, int]],
-                             env_targets: dict[str, str], policy_target: str) -> None:
+                             env_targets: dict[str, str], policy_target: str,
+                             demos: Mapping[tuple[str, str], list[pol_pb.Demonstration]],
+                             ) -> None:
     """Open (and close) the first planned game of each env with the run's options, so a bad
     option (an unknown ``<env>_kwargs`` key, ``agent.type=oracle`` on an env without an
-    oracle) stops the run before any episode instead of failing every episode.
+    oracle) stops the run before any episode instead of failing every episode. ``demos``: as
+    ``_run_with``'s.
 
     Raises PreflightError naming the env and the server's message. Lost servers are left to
     the episodes' own fault handling.
@@ -489,7 +499,8 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[st
     for env, (task, index) in first.items():
         plan = EpisodePlan(run_id=run_id, env=env, task=task, episode_index=index,
                            seed=derive_seed(spec.eval.seed, env, task, index),
-                           env_target=env_targets[env], policy_target=policy_target)
+                           env_target=env_targets[env], policy_target=policy_target,
+                           demonstrations=demos.get((env, task)))
         session = EnvClient(plan.env_target).session()
         try:
             rehearsal = await rehearse_start(session, plan, spec)
