@@ -108,6 +108,9 @@ class GameOptions:
     ``seed``: 64-bit unsigned; (task, seed) fully determines the initial state.
     ``oracle``: put the expert's next action in ``AgentView.info["expert_action"]``.
     ``render_image``: fill ``AgentView.image`` every observation.
+    ``include_tensors``: fill ``AgentView.tensors`` (the session asked for
+    ``ObservationOptions.include_tensors``); a game may leave them out when False, which saves
+    copying and, for games in worker processes, pickling them every step.
     ``max_steps``: overrides the task's own step limit when not None.
     ``kwargs``: family-specific keyword options (``envs.<family>_kwargs`` of the run spec).
     """
@@ -116,6 +119,7 @@ class GameOptions:
     players: list[PlayerSpec] = field(default_factory=list)
     oracle: bool = False
     render_image: bool = False
+    include_tensors: bool = True
     max_steps: int | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
 

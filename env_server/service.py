@@ -502,6 +502,7 @@ def _game_options(req: env_pb.OpenRequest) -> GameOptions:
                  for p in req.players],
         oracle=req.oracle,
         render_image=req.observation.include_image,
+        include_tensors=req.observation.include_tensors,
         # ObservationOptions.feedback_on_invalid_action is accepted and ignored: the feedback
         # sentence travels only in ActionResult.feedback, never in the observation text.
         max_steps=req.max_steps or None,

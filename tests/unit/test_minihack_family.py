@@ -232,6 +232,21 @@ def test_images_are_minihack_pixel_frames(family) -> None:
     assert plain.reset()[A].image is None
 
 
+def test_tensors_only_when_the_session_asks(family) -> None:
+    asked, plain = _open(family, include_tensors=True), _open(family, include_tensors=False)
+    with_tensors, without = asked.reset()[A], plain.reset()[A]
+    assert with_tensors.tensors["glyphs"].shape == (21, 79)
+    assert with_tensors.tensors["blstats"].shape == (27,)
+    # a text session: no glyph arrays copied (nor, in a worker process, pickled) per step
+    assert without.tensors == {}
+    assert without.long_term_context == with_tensors.long_term_context  # same seed, same text
+    stepped, stepped_plain = _act(asked, "north"), _act(plain, "north")
+    assert stepped.transitions[A].view.tensors["glyphs"].shape == (21, 79)
+    assert stepped_plain.transitions[A].view.tensors == {}
+    assert (stepped_plain.transitions[A].view.long_term_context
+            == stepped.transitions[A].view.long_term_context)
+
+
 def test_boxoban_level_source_is_recorded(family) -> None:
     game = _open(family, "MiniHack-Boxoban-Medium-v0", seed=5)
     view = game.reset()[A]

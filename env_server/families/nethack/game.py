@@ -316,7 +316,8 @@ class NetHackGame(SingleAgentGame):
             short_term_context=short_term,
             image=self._frame(obs) if self._options.render_image else None,
             # glyphs: (21, 79) int16 NetHack glyph ids; blstats: (27,) int64 bottom-line stats
-            tensors={"glyphs": np.array(obs["glyphs"]), "blstats": np.array(obs["blstats"])},
+            tensors=({"glyphs": np.array(obs["glyphs"]), "blstats": np.array(obs["blstats"])}
+                     if self._options.include_tensors else {}),
             info={} if hint is None else {"expert_action": hint},
         )
 
