@@ -217,3 +217,41 @@ def test_plot_warmup_starts_once_at_run_start() -> None:
     assert warmup._thread is thread  # once per run
     warmup.wait()
     assert not thread.is_alive()
+
+
+def test_a_run_that_stops_early_waits_for_the_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that fails right after its start (a local server killed) returns from the CLI only
+    once the warm-up thread has left matplotlib: a daemon thread still inside its C++ code at
+    interpreter exit aborts the process (exit -6 instead of the run's exit code 1)."""
+    import threading
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from orchestrator.apps import cli
+    from orchestrator.core import runner
+    from orchestrator.core.stack import StackError
+    from orchestrator.report import plots
+
+    started = threading.Event()
+    release = threading.Event()
+    seen: list[threading.Thread] = []
+
+    def slow_warm_up() -> None:
+        seen.append(threading.current_thread())
+        started.set()
+        release.wait(5.0)  # still drawing when the run fails
+
+    async def failing_run(spec: object, *, sinks: list, **_kwargs: object) -> None:
+        for sink in sinks:
+            sink(SimpleNamespace(kind="run_started"))
+        started.wait(5.0)
+        threading.Timer(0.2, release.set).start()
+        raise StackError("env_server exited with code -9")
+
+    monkeypatch.setattr(plots, "warm_up", slow_warm_up)
+    monkeypatch.setattr(runner, "run_evaluation", failing_run)
+    monkeypatch.setattr(cli, "_prepare_for", lambda *_args: True)
+    code = cli._evaluate(object(), SimpleNamespace(no_progress=True), Console(quiet=True))
+    assert code == 1
+    assert len(seen) == 1 and not seen[0].is_alive()
