@@ -222,7 +222,8 @@ def test_plot_warmup_starts_once_at_run_start() -> None:
 def test_a_run_that_stops_early_waits_for_the_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that fails right after its start (a local server killed) returns from the CLI only
     once the warm-up thread has left matplotlib: a daemon thread still inside its C++ code at
-    interpreter exit aborts the process (exit -6 instead of the run's exit code 1)."""
+    interpreter exit aborts the process (exit -6 instead of the run's exit code 1). The fake
+    warm-up stays inside its "draw" until the CLI waits for it; no step depends on a clock."""
     import threading
     from types import SimpleNamespace
 
@@ -233,25 +234,36 @@ def test_a_run_that_stops_early_waits_for_the_warmup(monkeypatch: pytest.MonkeyP
     from orchestrator.core.stack import StackError
     from orchestrator.report import plots
 
-    started = threading.Event()
-    release = threading.Event()
-    seen: list[threading.Thread] = []
+    started, release = threading.Event(), threading.Event()
+    drawing: list[threading.Thread] = []
+    waits: list[bool] = []
 
     def slow_warm_up() -> None:
-        seen.append(threading.current_thread())
+        drawing.append(threading.current_thread())
         started.set()
-        release.wait(5.0)  # still drawing when the run fails
+        release.wait(60.0)  # safety bound only: the CLI's wait releases it
 
     async def failing_run(spec: object, *, sinks: list, **_kwargs: object) -> None:
         for sink in sinks:
             sink(SimpleNamespace(kind="run_started"))
-        started.wait(5.0)
-        threading.Timer(0.2, release.set).start()
+        started.wait(60.0)
         raise StackError("env_server exited with code -9")
 
+    real_wait = plots.PlotWarmup.wait
+
+    def wait(self: plots.PlotWarmup, timeout_s: float = 30.0) -> None:
+        waits.append(drawing[0].is_alive())  # still drawing when the CLI comes to wait
+        release.set()
+        real_wait(self, timeout_s)
+
     monkeypatch.setattr(plots, "warm_up", slow_warm_up)
+    monkeypatch.setattr(plots.PlotWarmup, "wait", wait)
     monkeypatch.setattr(runner, "run_evaluation", failing_run)
     monkeypatch.setattr(cli, "_prepare_for", lambda *_args: True)
-    code = cli._evaluate(object(), SimpleNamespace(no_progress=True), Console(quiet=True))
+    try:
+        code = cli._evaluate(object(), SimpleNamespace(no_progress=True), Console(quiet=True))
+    finally:
+        release.set()
     assert code == 1
-    assert len(seen) == 1 and not seen[0].is_alive()
+    assert waits == [True]
+    assert len(drawing) == 1 and not drawing[0].is_alive()
