@@ -338,18 +338,3 @@ def test_close_twice(family) -> None:
     game.close()
     with pytest.raises(RuntimeError):
         game.reset()
-
-
-def test_instructions_of_two_episodes_differ_only_after_the_rules() -> None:
-    """Everything before the goal line is the same in every episode, so a local model's next
-    episode reuses the cached instruction (llama.cpp matches the longest common prefix)."""
-    from env_server.families.babyai.instruction import build_instruction
-
-    first = build_instruction("go to the grey ball")
-    second = build_instruction("pick up the red key")
-    shared = first[:first.index("Your goal: ") + len("Your goal: ")]
-    assert second.startswith(shared)
-    assert len(shared) > 0.9 * len(first)
-    assert "Tips:" in shared and "Actions:" in shared
-    assert first.endswith("Your goal: go to the grey ball.\n\n"
-                          "Now it is your turn: choose your next action.")
