@@ -31,15 +31,14 @@ DEFAULT_ACTION = "go forward"
 
 
 def build_instruction(mission: str) -> str:
-    """The full instruction for one episode: game, actions, observations, tips, then the goal
-    (``mission``) and the cue. The goal comes last so that every episode's instruction starts
-    with the same text: a local model's KV cache (llama.cpp keeps the last prompt's tokens)
-    then reuses all of it at the next episode's first step, not only the first sentence."""
+    """The full instruction for one episode: game, goal (``mission``), actions, tips, cue."""
     goal = mission.strip().rstrip(".")
     action_lines = "\n".join(f"- {a.name}: {a.description}." for a in ACTIONS)
     return (
         "You are playing BabyAI, a small grid-world navigation game. You move square by square "
         "through rooms bounded by walls; rooms may hold keys, balls, boxes and doors.\n"
+        "\n"
+        f"Your goal: {goal}.\n"
         "\n"
         "Actions:\n"
         f"{action_lines}\n"
@@ -55,8 +54,6 @@ def build_instruction(mission: str) -> str:
         "- To put an object next to another, drop it on a square sharing a side with the other.\n"
         "- If your observation did not change after an action, do not repeat that action; try "
         "another one.\n"
-        "\n"
-        f"Your goal: {goal}.\n"
         "\n"
         "Now it is your turn: choose your next action."
     )
