@@ -189,22 +189,15 @@ def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
     if not _prepare_for(spec, console, not args.no_progress):
         return 2
     warmup = PlotWarmup()  # matplotlib and its fonts load while the episodes play
-    try:
-        outcome, code = _play(run_evaluation(spec, console=console,
-                                             show_progress=not args.no_progress,
-                                             sinks=[warmup]),
-                              console, "episodes")
-    finally:
-        # A run that stops early may stop while the warm-up thread is inside matplotlib's C++
-        # code; an interpreter that exits then ends that daemon thread mid-call, which aborts
-        # the process ("terminate called without an active exception", exit -6) after the
-        # run's error was printed. The warm-up takes about a second.
-        warmup.wait()
+    outcome, code = _play(run_evaluation(spec, console=console,
+                                         show_progress=not args.no_progress, sinks=[warmup]),
+                          console, "episodes")
     if outcome is None:
         return code
     console.print(f"run {outcome.run_id}: ran {outcome.ran} episode(s), "
                   f"{outcome.skipped} already done; results in {outcome.output_dir}")
     print_report(outcome.output_dir, _stdout_console())
+    warmup.wait()
     _draw_progress(outcome.summary, Path(outcome.output_dir), console)
     if getattr(args, "hint", False):
         console.print(FULL_PROTOCOL_HINT, highlight=False)

@@ -204,8 +204,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                     skipped: int, targets: tuple[dict[str, list[str]], list[str]],
                     console: Console, show_progress: bool, sinks: Sequence[EventSink],
                     on_fault: Callable[[], None] | None = None,
-                    watchdog: Callable[[], Awaitable[None]] | None = None,
-                    demos: Mapping[tuple[str, str], list[pol_pb.Demonstration]] | None = None,
+                    watchdog: Callable[[], Awaitable[None]] | None = None, *,
+                    demos: Mapping[tuple[str, str], list[pol_pb.Demonstration]],
                     ) -> RunOutcome:
     """Run the episodes ``todo()`` yields against the given replicas ({env: env server
     targets}, policy server targets); each attempt of an episode takes the replicas with the
@@ -222,7 +222,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     except PriceError as exc:
         raise PreflightError(str(exc)) from None
     versions = await _preflight(spec, targets[0], targets[1])
-    await _check_env_options(spec, run_id, todo(), env_targets, policy_target, demos or {})
+    await _check_env_options(spec, run_id, todo(), env_targets, policy_target, demos)
     _write_run_metadata(out, run_id, spec, versions)
     _note_model_call_cap(spec, len(targets[1]), console)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
@@ -235,7 +235,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
             run_id=run_id, env=env, task=task, episode_index=index,
             seed=derive_seed(spec.eval.seed, env, task, index),
             env_target="", policy_target="", versions=versions,
-            demonstrations=(demos or {}).get((env, task)))) for env, task, index in todo())
+            demonstrations=demos.get((env, task)))) for env, task, index in todo())
         retries: asyncio.Queue[_Queued] = asyncio.Queue()
         cap = spec.eval.max_concurrent_model_calls
         model_slots = asyncio.Semaphore(cap) if cap is not None else None

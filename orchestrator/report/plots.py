@@ -285,10 +285,15 @@ def warm_up() -> None:
 
 
 class PlotWarmup:
-    """An event sink (``orchestrator.core.events.EventSink``) that runs ``warm_up`` in a daemon
-    thread once the run has started (its ``run_started`` event, after the preflight), while the
+    """An event sink (``orchestrator.core.events.EventSink``) that runs ``warm_up`` in a thread
+    once the run has started (its ``run_started`` event, after the preflight), while the
     episodes play. Call ``wait`` before drawing the run's figures; a failed warm-up is logged
-    at debug level and changes nothing else."""
+    at debug level and changes nothing else.
+
+    The thread is not a daemon: a process that ends while it draws (a run stopped by a failed
+    local server a moment after its start) waits for it, about a second. A daemon thread would
+    be ended inside matplotlib's C++ code at interpreter exit, which aborts the process
+    ("terminate called without an active exception", exit -6) instead of its own exit code."""
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
@@ -296,7 +301,7 @@ class PlotWarmup:
     def __call__(self, event: Any) -> None:
         if event.kind == "run_started" and self._thread is None:
             self._thread = threading.Thread(target=self._run, name="moria-plot-warmup",
-                                            daemon=True)
+                                            daemon=False)
             self._thread.start()
 
     @staticmethod
