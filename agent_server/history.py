@@ -6,12 +6,20 @@ into a chat in this order:
 
 1. the instruction (system message);
 2. for each remembered past step: its observation (user), then the model's answer (assistant);
-3. the current observation (user): a current-observation label, then the short-term text,
-   then the long-term text. The short-term text is the previous action's feedback (the
+3. the current observation (user): the same label and long-term text a past step shows, then
+   the short-term text. The short-term text is the previous action's feedback (the
    ``ActionResult.feedback`` sentence, which the orchestrator forwards only with
    ``eval.feedback_on_invalid_action``; envs never put it in their observation text), a blank
    line, then the env's short-term context (``short_term_text``); either alone when the other
    is empty.
+
+Why that order (prefix stability): when the current observation becomes a past step, its
+message keeps its first part (label and long-term text) unchanged and only loses the tail
+(short-term text, image note). So step t+1's chat starts with all of step t's chat up to that
+tail, and a backend with a prefix cache (llama.cpp's KV cache, hosted prompt caching) reuses
+it: with no short-term text (BabyAI) only the new observation is evaluated each step, not the
+previous one again. The current observation is the chat's last user message; no separate
+label marks it.
 
 Windows (all counted from the newest end):
 
@@ -43,10 +51,8 @@ from agent_server.backends.base import ChatMessage, Role
 from agent_server.turn import TurnInput
 from moria.config import AgentConfig
 
-#: Label that opens the current observation message.
-CURRENT_LABEL = "CURRENT OBSERVATION"
-#: Label that opens each past observation message.
-PAST_LABEL = "Earlier observation"
+#: Label that opens every observation message, past and current (followed by `` (step N):``).
+OBSERVATION_LABEL = "Observation"
 #: Line added to an observation message whose image is attached.
 IMAGE_NOTE = "(The image of this observation is attached.)"
 #: Placeholder in ``answer_template`` replaced by the action text.
@@ -63,6 +69,12 @@ def short_term_text(turn: TurnInput) -> str:
     if feedback and short:
         return f"{feedback}\n\n{short}"
     return feedback or short
+
+
+def observation_heading(step: int) -> str:
+    """The first line of the observation message of ``step``, past or current:
+    ``Observation (step 3):``."""
+    return f"{OBSERVATION_LABEL} (step {step}):"
 
 
 @dataclass(frozen=True)
@@ -158,7 +170,7 @@ class HistoryBuilder:
         return messages
 
     def _past_observation(self, step: HistoryStep, age: int) -> ChatMessage:
-        lines = [f"{PAST_LABEL} (step {step.step}):"]
+        lines = [observation_heading(step.step)]
         if age <= self._text_window and step.text:
             lines.append(step.text)
         images: list[bytes] = []
@@ -177,14 +189,15 @@ class HistoryBuilder:
         return ChatMessage(role="assistant", content=answer or EMPTY_REPLY)
 
     def _current_observation(self, turn: TurnInput) -> ChatMessage:
-        lines = [f"{CURRENT_LABEL} (step {turn.step}):"]
-        short = short_term_text(turn)
-        if short:
-            lines.append(short)
+        # label and long-term text first, as the past step will show them (prefix stability)
+        lines = [observation_heading(turn.step)]
         if turn.long_term_context:
             lines.append(turn.long_term_context)
         images: list[bytes] = []
         if turn.image_png is not None and self._image_window >= 1:
             images.append(turn.image_png)
             lines.append(IMAGE_NOTE)
+        short = short_term_text(turn)
+        if short:
+            lines.append(short)
         return ChatMessage(role="user", content="\n".join(lines), images=images)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from moria.config import AgentConfig, AgentType, ClientConfig
+from moria.config import INT32_MAX, AgentConfig, AgentType, ClientConfig
 from moria.families import UnknownEnvironmentError, resolve_environment, resolve_task
 
 #: ``--client`` values (``google`` is an alias of ``gemini``).
@@ -40,7 +40,7 @@ FLAG_OF: dict[str, str] = {
     "max_text_history": "--max-text-history", "render_mode": "--render-mode",
     "env_endpoint": "--env-endpoint", "policy_endpoint": "--policy-endpoint",
     "stdout_events": "--stdout-events", "heartbeat_s": "--heartbeat-s",
-    "constrain_actions": "--constrain-actions",
+    "constrain_actions": "--constrain-actions", "max_tokens": "--max-tokens",
 }
 
 
@@ -72,6 +72,9 @@ class WorkerSettings(BaseModel):
     seed: int = Field(default=0, ge=0)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     timeout: float = Field(default=60.0, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description=(
+        "client.generate_kwargs.max_tokens: the most tokens one answer may take (None: "
+        "Moria's client default); an answer cut there ends with stop reason 'length'"))
     constrain_actions: bool = Field(default=False, description=(
         "client.constrain_actions: limit the model's answer to the action names (a grammar "
         "for local and llamacpp, guided_choice for vllm; naive agent type only)"))
@@ -130,7 +133,9 @@ class WorkerSettings(BaseModel):
         return _validated(ClientConfig, {
             "client_name": self.client_name, "model_id": self.model_id,
             "base_url": self.base_url, "timeout": self.timeout, "max_retries": 3, "delay": 1.0,
-            "generate_kwargs": {"temperature": self.temperature},
+            "generate_kwargs": {"temperature": self.temperature,
+                                **({} if self.max_tokens is None
+                                   else {"max_tokens": self.max_tokens})},
             "constrain_actions": self.constrain_actions,
         }, {"client_name": "client_name", "model_id": "model_id", "base_url": "base_url",
             "timeout": "timeout", "generate_kwargs": "temperature",
@@ -218,6 +223,8 @@ def build_parser(prog: str, *, vlm: bool) -> argparse.ArgumentParser:
     arg("--seed", type=int)
     arg("--temperature", type=float)
     arg("--timeout", type=float, help="model request timeout (seconds)")
+    arg("--max-tokens", type=int, help="the most tokens one model answer may take (default: "
+        "Moria's client default, 4096)")
     arg("--constrain-actions", action=argparse.BooleanOptionalAction, default=None,
         help="limit the model's answers to the action names (client.constrain_actions: a "
         "grammar for local and llamacpp, guided_choice for vllm; naive agent type only)")

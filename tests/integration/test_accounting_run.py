@@ -75,7 +75,8 @@ async def test_usage_cost_and_saved_prompts(tmp_path: Path, monkeypatch: pytest.
     lines = [json.loads(line) for line in prompt_files[0].read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1, 2]
     first = lines[0]["prompt"]
-    assert first[0]["role"] == "system" and "CURRENT OBSERVATION" in first[-1]["content"]
+    assert first[0]["role"] == "system"
+    assert first[-1]["content"].startswith("Observation (step 0):")
     sent = fake.requests[1].json  # the first successful request of some episode
     assert sent is not None and any(
         line["prompt"][-1]["content"] == sent["messages"][-1]["content"]

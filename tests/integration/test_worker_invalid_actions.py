@@ -93,8 +93,11 @@ def test_constrain_actions_reaches_the_backend_and_valid_moves_count_zero(
 def test_the_tiny_local_model_plays_valid_moves_only_when_constrained(tmp_path: Path) -> None:
     """The embedded llama.cpp model (SmolLM2-135M): the summary counts its invalid answers as
     the steps telemetry does, and under --constrain-actions (a grammar) it has none."""
+    # SmolLM2 at temperature 0 may go on writing the next observations of the transcript
+    # instead of answering (about 30 tokens/s here): --max-tokens bounds each answer, so the
+    # run takes seconds, not minutes; the invalid-action count is what this test checks
     common = ["--env", "babyai", "--model", "smollm2-135m-instruct", "--max-steps", "3",
-              "--temperature", "0"]
+              "--temperature", "0", "--max-tokens", "64"]
     free = _run("llm-worker", tmp_path, *common, "--run-id", "free")
     assert free.returncode == 0, free.stderr
     invalid = sum(not s["info"]["valid"]

@@ -14,7 +14,7 @@ from agent_server.backends.base import (
     TokenUsage,
     merge_consecutive_roles,
 )
-from agent_server.history import CURRENT_LABEL
+from agent_server.history import OBSERVATION_LABEL
 from agent_server.service import demos_from_proto
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.few_shot import (
@@ -115,7 +115,7 @@ async def test_markers_come_in_order_between_instruction_and_episode() -> None:
              demo.index("beta observation 2"), demo.index(DEMO_END), demo.index(NOW_YOUR_TURN)]
     assert order == sorted(order)
     assert demo.endswith(NOW_YOUR_TURN)
-    assert messages[-1].content.startswith(CURRENT_LABEL)
+    assert messages[-1].content.startswith(OBSERVATION_LABEL)
     assert "alpha" not in messages[-1].content
 
 
@@ -206,7 +206,7 @@ async def test_no_leak_across_instances_or_episodes() -> None:
     assert "alpha observation" not in second_prompt
     assert "first episode" not in second_prompt
     assert [m.role for m in backend.calls[2][0]][-2:] == ["user", "user"]
-    assert backend.calls[2][0][-1].content.startswith(CURRENT_LABEL)
+    assert backend.calls[2][0][-1].content.startswith(OBSERVATION_LABEL)
 
 
 def test_demos_from_proto_keeps_order_and_fields() -> None:

@@ -8,10 +8,9 @@ import pytest
 
 from agent_server.backends.base import ChatMessage, merge_consecutive_roles
 from agent_server.history import (
-    CURRENT_LABEL,
     EMPTY_REPLY,
     IMAGE_NOTE,
-    PAST_LABEL,
+    OBSERVATION_LABEL,
     HistoryBuilder,
     short_term_text,
 )
@@ -51,14 +50,30 @@ def test_message_order_and_current_observation_layout() -> None:
 
     assert [m.role for m in messages] == ["system", *["user", "assistant"] * 2, "user"]
     assert messages[0].content == "RULES"
-    assert messages[1].content == f"{PAST_LABEL} (step 0):\nview 0"
+    assert messages[1].content == f"{OBSERVATION_LABEL} (step 0):\nview 0"
     assert messages[2].content.endswith("act 0")
-    assert messages[3].content == f"{PAST_LABEL} (step 1):\nview 1"
+    assert messages[3].content == f"{OBSERVATION_LABEL} (step 1):\nview 1"
     assert messages[4].content.endswith("act 1")
-    current = messages[-1].content
-    assert current.startswith(f"{CURRENT_LABEL} (step 2):")
-    # label, then short-term context, then long-term text
-    assert current.split("\n") == [f"{CURRENT_LABEL} (step 2):", "status 2", "view 2"]
+    # label and long-term text as a past step shows them, then the short-term context
+    assert messages[-1].content.split("\n") == [f"{OBSERVATION_LABEL} (step 2):", "view 2",
+                                                "status 2"]
+
+
+def test_each_chat_starts_with_the_previous_chat_up_to_its_short_term_tail() -> None:
+    """Prefix stability: once the current observation becomes a past step, its message is
+    the current one cut before its short-term text, and everything before it is unchanged, so
+    a prefix cache reuses the whole previous chat but that tail."""
+    builder = HistoryBuilder("RULES", AgentConfig(max_text_history=16))
+    chats = []
+    for step in range(4):
+        turn = _turn(step, short=f"status {step}")
+        chats.append(builder.build(turn))
+        builder.record(turn, f"act {step}")
+    for step, (before, after) in enumerate(itertools.pairwise(chats)):
+        assert after[:len(before) - 1] == before[:-1]
+        shown_as_current, shown_as_past = before[-1], after[len(before) - 1]
+        assert shown_as_current.content == f"{shown_as_past.content}\nstatus {step}"
+        assert shown_as_past.content == f"{OBSERVATION_LABEL} (step {step}):\nview {step}"
 
 
 def test_text_window_keeps_only_labels_of_older_observations() -> None:
@@ -69,7 +84,7 @@ def test_text_window_keeps_only_labels_of_older_observations() -> None:
     past_obs = [m.content for m in messages[1:-1] if m.role == "user"]
     assert len(past_obs) == 5
     assert [("view" in c) for c in past_obs] == [False, False, False, True, True]
-    assert past_obs[0].startswith(f"{PAST_LABEL} (step 0):")
+    assert past_obs[0].startswith(f"{OBSERVATION_LABEL} (step 0):")
     assert "view 0" not in past_obs[0]
     assert past_obs[3].endswith("view 3")
     assert past_obs[4].endswith("view 4")
@@ -100,13 +115,14 @@ def test_zero_text_history_still_shows_current_observation_and_short_term() -> N
 def test_feedback_leads_the_short_term_text_after_a_blank_line() -> None:
     builder = HistoryBuilder("RULES", AgentConfig(max_text_history=0, max_cot_history=0))
     fb = "That was not a valid action."
+    label = f"{OBSERVATION_LABEL} (step 1):"
     both = builder.build(_turn(1, short="hp 5", feedback=fb))[-1].content
-    assert both == f"{CURRENT_LABEL} (step 1):\n{fb}\n\nhp 5\nview 1"
+    assert both == f"{label}\nview 1\n{fb}\n\nhp 5"
     alone = builder.build(_turn(1, feedback=fb))[-1].content
-    assert alone == f"{CURRENT_LABEL} (step 1):\n{fb}\nview 1"
+    assert alone == f"{label}\nview 1\n{fb}"
     quiet = builder.build(_turn(1, short="hp 5"))[-1].content
-    assert quiet == f"{CURRENT_LABEL} (step 1):\nhp 5\nview 1"
-    assert builder.build(_turn(1))[-1].content == f"{CURRENT_LABEL} (step 1):\nview 1"
+    assert quiet == f"{label}\nview 1\nhp 5"
+    assert builder.build(_turn(1))[-1].content == f"{label}\nview 1"
 
 
 def test_short_term_text_composition() -> None:
@@ -124,7 +140,7 @@ def test_no_feedback_no_sentence() -> None:
     prompt shows none (the short-term text is the env's alone)."""
     builder = HistoryBuilder("RULES", AgentConfig(max_text_history=2, max_cot_history=0))
     content = builder.build(_turn(1, short="hp 5", feedback=""))[-1].content
-    assert "valid" not in content and content.endswith("hp 5\nview 1")
+    assert "valid" not in content and content.endswith("view 1\nhp 5")
 
 
 def test_image_window_counts_current_observation() -> None:
@@ -176,7 +192,7 @@ def test_cot_window_keeps_last_answer_with_zero_text_history() -> None:
     builder = HistoryBuilder("RULES", agent)
     messages = builder.build(_play(builder, 3))
     assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[1].content == f"{PAST_LABEL} (step 2):"
+    assert messages[1].content == f"{OBSERVATION_LABEL} (step 2):"
     assert messages[2].content == "why 2\nact 2"
 
 
@@ -192,7 +208,7 @@ def test_alternate_roles_sends_the_instruction_as_a_user_message_unmerged() -> N
     roles = [m.role for m in sent]
     assert roles == ["user", "assistant", "user", "assistant", "user"]
     assert all(a != b for a, b in itertools.pairwise(roles))
-    assert sent[0].content.startswith("RULES\n\n" + PAST_LABEL)
+    assert sent[0].content.startswith("RULES\n\n" + OBSERVATION_LABEL)
 
 
 def test_alternate_roles_with_no_history_merges_into_one_user_message() -> None:
@@ -204,7 +220,7 @@ def test_alternate_roles_with_no_history_merges_into_one_user_message() -> None:
     sent = merge_consecutive_roles(messages)
     assert len(sent) == 1
     assert sent[0].role == "user"
-    assert sent[0].content.startswith("RULES\n\n" + CURRENT_LABEL)
+    assert sent[0].content.startswith("RULES\n\n" + OBSERVATION_LABEL)
 
 
 def test_backends_alone_merge_roles() -> None:

@@ -14,7 +14,7 @@ from agent_server.backends.base import (
     TokenUsage,
     merge_consecutive_roles,
 )
-from agent_server.history import CURRENT_LABEL
+from agent_server.history import OBSERVATION_LABEL
 from agent_server.strategies import STRATEGIES, create_strategy
 from agent_server.strategies.plan_action import (
     NO_PLAN_NOTE,
@@ -87,7 +87,8 @@ async def test_plan_is_carried_revised_and_kept() -> None:
                                              "toggle"]
     assert _last(backend, 0).endswith(NO_PLAN_NOTE)
     first_plan = f"{PLAN_NOTE}\nturn to the door, then walk through it"
-    assert _last(backend, 1).startswith(CURRENT_LABEL) and _last(backend, 1).endswith(first_plan)
+    assert _last(backend, 1).startswith(OBSERVATION_LABEL)
+    assert _last(backend, 1).endswith(first_plan)
     assert _last(backend, 2).endswith(first_plan)  # kept: no PLAN line
     assert _last(backend, 3).endswith(first_plan)  # kept: "PLAN: unchanged"
     revised = f"{PLAN_NOTE}\npick up the key first\nthen open the door"

@@ -19,7 +19,7 @@ from agent_server.backends.base import (
     TokenUsage,
 )
 from agent_server.extract import END_TAG, START_TAG
-from agent_server.history import CURRENT_LABEL
+from agent_server.history import OBSERVATION_LABEL
 from agent_server.strategies import (
     STRATEGIES,
     CotStrategy,
@@ -141,7 +141,7 @@ async def test_naive_decision_params_and_prompt() -> None:
     assert messages[0].content.startswith("You are in a grid world.")
     assert messages[0].content != _ctx().instruction  # the format rules were appended
     assert "exactly one" in messages[0].content
-    assert messages[1].content.startswith(CURRENT_LABEL)
+    assert messages[1].content.startswith(OBSERVATION_LABEL)
     assert "carrying nothing" in messages[1].content
     assert params.temperature == 0.3
     assert params.max_tokens == 77

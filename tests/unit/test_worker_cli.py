@@ -30,6 +30,7 @@ def test_defaults_are_mosaics() -> None:
     client, agent = settings.client_config(), settings.agent_config()
     assert client.client_name == "local"  # the embedded model: works with no key
     assert client.generate_kwargs.temperature == 0.7
+    assert client.generate_kwargs.max_tokens == ClientConfig().generate_kwargs.max_tokens
     assert (client.timeout, client.max_retries, client.delay) == (60.0, 3, 1.0)
     assert settings.max_steps == 100 and agent.max_text_history == 10
     assert agent.type == "naive" and agent.max_image_history == 0
@@ -44,8 +45,9 @@ def test_flags_override_the_config_file(tmp_path: Path) -> None:
         "num_episodes": 3, "max_steps": 50, "temperature": 0.2, "agent_id": "agent_1",
         "observation_mode": "visible_teammates", "coordination_level": 3, "role": "defender"}))
     settings, _ = load_settings(["--config", str(path), "--temperature", "0.9",
-                                 "--agent-type", "robust_cot"])
+                                 "--agent-type", "robust_cot", "--max-tokens", "64"])
     assert settings.client_config().generate_kwargs.temperature == 0.9  # the flag wins
+    assert settings.client_config().generate_kwargs.max_tokens == 64
     assert settings.agent_config().type == "robust_cot"
     assert settings.client_config().client_name == "gemini"  # MOSAIC's alias
     assert settings.client_config().model_id == "gemini-2.0-flash"
@@ -74,6 +76,7 @@ def test_unknown_json_key_is_named_with_the_allowed_keys(tmp_path: Path) -> None
     (["--coordination-level", "4"], "--coordination-level", "less than or equal to 3"),
     (["--temperature", "3"], "--temperature", "less than or equal to 2"),
     (["--num-episodes", "0"], "--num-episodes", "greater than or equal to 1"),
+    (["--max-tokens", "0"], "--max-tokens", "greater than or equal to 1"),
 ])
 def test_bad_values_name_the_flag_and_what_is_allowed(argv: list[str], flag: str,
                                                       allowed: str) -> None:
