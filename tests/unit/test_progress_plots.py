@@ -223,7 +223,7 @@ def test_a_process_that_exits_while_the_warmup_draws_keeps_its_exit_code() -> No
     """A run stopped right after its start (a local server killed) ends its process while the
     warm-up may still be inside matplotlib's C++ code: the process must still exit with its own
     code (1 here), not abort with -6 ("terminate called without an active exception"), which a
-    daemon warm-up thread caused 4 times in 5 in this same scenario."""
+    daemon warm-up thread caused in 2 of 4 runs and again in 2 of 6 of this same script."""
     import subprocess
     import sys
 
