@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 
 from moria import aio
 
@@ -118,7 +119,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
                                        *args.overrides])
     except (SpecError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     if getattr(args, "remote", None):
         from orchestrator.apps.remote import eval_remote
@@ -152,7 +153,7 @@ def _prepare_for(spec: Any, console: Console, show_progress: bool) -> bool:
     try:
         report = build_items(items_for_spec(spec), console=console, show_progress=show_progress)
     except PrepareError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return False
     for source, count in report.built.items():
         console.print(f"prepared {count} {source} item(s)")
@@ -169,11 +170,12 @@ def _play(work: Coroutine[Any, Any, T], console: Console, unit: str) -> tuple[T 
     try:
         return aio.run(_terminable(work)), 0
     except PreflightError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return None, 2
     except StackError as exc:
-        console.print(f"[red]error:[/red] a local server failed: {exc}\nfinished {unit} are "
-                      "saved; rerun the same command to resume", highlight=False)
+        console.print(f"[red]error:[/red] a local server failed: {escape(str(exc))}\n"
+                      f"finished {unit} are saved; rerun the same command to resume",
+                      highlight=False)
         return None, 1
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(f"interrupted; finished {unit} are saved and the next run resumes")
@@ -225,7 +227,7 @@ def _draw_progress(summary: dict[str, Any], out_dir: Path, console: Console) -> 
     try:
         path = plot_progress(summary, out_dir / "progress.png")
     except (ValueError, OSError) as exc:
-        console.print(f"[yellow]no progress.png: {exc}[/yellow]", highlight=False)
+        console.print(f"[yellow]no progress.png: {escape(str(exc))}[/yellow]", highlight=False)
         return
     console.print(f"progress plot: {path}", highlight=False)
 
@@ -256,7 +258,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                             prices=prices)
         print_report(directory, _stdout_console(), prices)
     except (FileNotFoundError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     console.print(f"wrote {Path(directory) / 'report.json'}", highlight=False)
     _draw_progress(summary, Path(directory), console)
@@ -284,7 +286,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
             overrides.append(f"eval.num_samples={args.num_samples}")
         spec = load_spec(args.config, [*overrides, *_vlm_overrides(args), *args.overrides])
     except (SpecError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     return _evaluate(spec, args, console)
 
@@ -296,7 +298,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     try:
         sources = sources_for(args.env) if args.env else list(SOURCES.values())
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     if not sources:
         console.print("nothing to prepare for " + ", ".join(args.env))
@@ -304,7 +306,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     try:
         prepare_sources(sources, console=console, show_progress=not args.no_progress)
     except PrepareError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 1
     return 0
 
@@ -339,13 +341,13 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     try:
         spec = load_tournament(args.config, args.overrides)
     except (TournamentSpecError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     try:
         items = items_for_specs(run_spec_for(spec, match) for match in schedule(spec))
         build_items(items, console=console, show_progress=not args.no_progress)
     except PrepareError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     result, code = _play(run_tournament(spec, console=console,
                                         show_progress=not args.no_progress), console, "games")
