@@ -4,7 +4,9 @@
   env step;
 - steps/s for MiniHack (MazeWalk-9x9) and NLE (NetHackChallenge): the raw env with our
   observation keys (no text), the family's game in-process (text rendering every step), and the
-  game through an Env server process whose games run in worker processes (1 and 8 sessions);
+  game through an Env server process whose games run in worker processes (1 and 8 sessions),
+  the sessions opened before the clock starts as the in-process game is, and the seconds to open
+  them (a worker process and the game's construction each) as their own figure;
 - memory per session: proportional set size (PSS) and unique set size (USS) of the game worker
   processes with 16 MiniHack sessions open;
 - sessions per server: MiniHack sessions opened on one server at its default capacity until it
@@ -89,8 +91,9 @@ def game_steps_per_s(task: str, steps: int) -> float:
     return inprocess_steps_per_s(FAMILY_OF[task], task, steps, seeds=SEEDS)
 
 
-async def server_steps_per_s(task: str, steps: int, sessions: int) -> float:
-    """Through an Env server process (games in worker processes), ``sessions`` at once."""
+async def server_steps_per_s(task: str, steps: int, sessions: int) -> tuple[float, float]:
+    """Through an Env server process (games in worker processes), ``sessions`` at once:
+    (steps/s, seconds to open the sessions), as ``benchmarks.families.server_steps_per_s``."""
     from benchmarks.families import server_steps_per_s as family_server_steps_per_s
 
     return await family_server_steps_per_s(FAMILY_OF[task], task, steps, sessions, SEEDS)
@@ -166,14 +169,15 @@ def run(steps: int) -> dict[str, Any]:
     for task in (MINIHACK, NLE):
         raw = raw_env_steps_per_s(task, steps * 4)
         game = game_steps_per_s(task, steps)
-        one = aio.run(server_steps_per_s(task, steps, 1))
-        eight = aio.run(server_steps_per_s(task, steps, 8))
+        one, open_one_s = aio.run(server_steps_per_s(task, steps, 1))
+        eight, open_eight_s = aio.run(server_steps_per_s(task, steps, 8))
         figures[task] = {
             "text_rendering_cost": text_render_us(task, 1000),
             "raw_env_no_text": round(raw, 1), "game_in_process_text": round(game, 1),
             "env_server_1_session": round(one, 1), "env_server_8_sessions": round(eight, 1),
             "text_game_over_raw": round(game / raw, 3),
             "server_1_over_in_process": round(one / game, 3),
-            "server_8_over_in_process": round(eight / game, 3)}
+            "server_8_over_in_process": round(eight / game, 3),
+            "session_open_s": round(open_one_s, 3), "open_8_sessions_s": round(open_eight_s, 3)}
     figures["memory_and_capacity"] = aio.run(memory_and_capacity())
     return figures

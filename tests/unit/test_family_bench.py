@@ -1,0 +1,44 @@
+"""Smoke test of the family benchmark (benchmarks/families.py) against a real Env server
+process: the server figures open every session before the clock starts, play exactly the steps
+asked (resetting ended episodes), and report the opening cost apart. Never checks speed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from benchmarks import families
+from moria.clients import EnvClient
+from orchestrator.core.stack import LocalStack
+
+TASK = "BabyAI-MixedTrainLocal-v0/goto"
+
+
+def test_sessions_are_all_open_before_the_timed_steps(tmp_path: Path) -> None:
+    async def scenario() -> tuple[int, list[int], list[int]]:
+        async with LocalStack(["babyai"], tmp_path, with_agent=False) as stack:
+            opened = await asyncio.gather(*(
+                families._open_session(stack.env_target, "babyai", TASK, (0, 1), i, False)
+                for i in range(3)))
+            held = (await EnvClient(stack.env_target).get_info()).active_sessions
+            # 70 steps is more than BabyAI's 64-step limit for goto: at least one reset each
+            counts = list(await asyncio.gather(*(families._play(o, 70, (0, 1))
+                                                 for o in opened)))
+            for o in opened:
+                await o.session.close()
+            return held, counts, [o.episode for o in opened]
+
+    held, counts, episodes = asyncio.run(scenario())
+    assert held == 3
+    assert counts == [70, 70, 70]
+    assert all(episode > first for episode, first in zip(episodes, range(3), strict=True))
+
+
+def test_compare_reports_the_opening_cost_apart() -> None:
+    figures = families.compare("babyai", TASK, 40, seeds=(0, 1), sessions=2)
+    assert set(figures) == {
+        "task", "in_process", "env_server_1_session", "env_server_2_sessions",
+        "remote_1_over_in_process", "remote_2_over_in_process", "session_open_s",
+        "open_2_sessions_s"}
+    assert figures["session_open_s"] > 0 and figures["open_2_sessions_s"] > 0
+    assert figures["env_server_1_session"] > 0 and figures["env_server_2_sessions"] > 0
