@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
-from rich.markup import escape
 
 from moria import aio
+from orchestrator.apps.say import error_line, labelled, literal, warning
 
 T = TypeVar("T")
 
@@ -119,7 +119,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
                                        *args.overrides])
     except (SpecError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 2
     if getattr(args, "remote", None):
         from orchestrator.apps.remote import eval_remote
@@ -153,7 +153,7 @@ def _prepare_for(spec: Any, console: Console, show_progress: bool) -> bool:
     try:
         report = build_items(items_for_spec(spec), console=console, show_progress=show_progress)
     except PrepareError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return False
     for source, count in report.built.items():
         console.print(f"prepared {count} {source} item(s)")
@@ -170,12 +170,11 @@ def _play(work: Coroutine[Any, Any, T], console: Console, unit: str) -> tuple[T 
     try:
         return aio.run(_terminable(work)), 0
     except PreflightError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return None, 2
     except StackError as exc:
-        console.print(f"[red]error:[/red] a local server failed: {escape(str(exc))}\n"
-                      f"finished {unit} are saved; rerun the same command to resume",
-                      highlight=False)
+        console.print(error_line(f"a local server failed: {exc}\nfinished {unit} are saved; "
+                                 "rerun the same command to resume"))
         return None, 1
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(f"interrupted; finished {unit} are saved and the next run resumes")
@@ -196,8 +195,8 @@ def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
                           console, "episodes")
     if outcome is None:
         return code
-    console.print(f"run {outcome.run_id}: ran {outcome.ran} episode(s), "
-                  f"{outcome.skipped} already done; results in {outcome.output_dir}")
+    console.print(literal(f"run {outcome.run_id}: ran {outcome.ran} episode(s), "
+                        f"{outcome.skipped} already done; results in {outcome.output_dir}"))
     print_report(outcome.output_dir, _stdout_console())
     warmup.wait()
     _draw_progress(outcome.summary, Path(outcome.output_dir), console)
@@ -212,9 +211,9 @@ def report_verdict(verdict: Any, console: Console) -> int:
     the count and the first distinct errors, and how to retry)."""
     if verdict is None or verdict.succeeded:
         if verdict is not None:
-            console.print(f"[green]succeeded:[/green] {verdict.headline()}", highlight=False)
+            console.print(labelled("green", "succeeded:", verdict.headline()))
         return 0
-    console.print(f"[red]failed:[/red] {verdict.describe()}", highlight=False)
+    console.print(labelled("red", "failed:", verdict.describe()))
     console.print("failed episodes are not scored; rerun the same command to play them again",
                   highlight=False)
     return verdict.exit_code
@@ -227,9 +226,9 @@ def _draw_progress(summary: dict[str, Any], out_dir: Path, console: Console) -> 
     try:
         path = plot_progress(summary, out_dir / "progress.png")
     except (ValueError, OSError) as exc:
-        console.print(f"[yellow]no progress.png: {escape(str(exc))}[/yellow]", highlight=False)
+        console.print(warning(f"no progress.png: {exc}"))
         return
-    console.print(f"progress plot: {path}", highlight=False)
+    console.print(literal(f"progress plot: {path}"))
 
 
 def _domain_envs(domain: str) -> list[str]:
@@ -258,16 +257,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
                             prices=prices)
         print_report(directory, _stdout_console(), prices)
     except (FileNotFoundError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 2
-    console.print(f"wrote {Path(directory) / 'report.json'}", highlight=False)
+    console.print(literal(f"wrote {Path(directory) / 'report.json'}"))
     _draw_progress(summary, Path(directory), console)
     from orchestrator.report.outcome import verdict_from_summary
 
     verdict = verdict_from_summary(summary)
     colour = "green" if verdict.succeeded else "yellow"
-    console.print(f"[{colour}]{verdict.state}:[/{colour}] {verdict.describe()}",
-                  highlight=False)
+    console.print(labelled(colour, f"{verdict.state}:", verdict.describe()))
     return 0
 
 
@@ -286,7 +284,7 @@ def _cmd_harness(args: argparse.Namespace) -> int:
             overrides.append(f"eval.num_samples={args.num_samples}")
         spec = load_spec(args.config, [*overrides, *_vlm_overrides(args), *args.overrides])
     except (SpecError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 2
     return _evaluate(spec, args, console)
 
@@ -298,15 +296,15 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     try:
         sources = sources_for(args.env) if args.env else list(SOURCES.values())
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 2
     if not sources:
-        console.print("nothing to prepare for " + ", ".join(args.env))
+        console.print(literal("nothing to prepare for " + ", ".join(args.env)))
         return 0
     try:
         prepare_sources(sources, console=console, show_progress=not args.no_progress)
     except PrepareError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 1
     return 0
 
@@ -341,28 +339,28 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     try:
         spec = load_tournament(args.config, args.overrides)
     except (TournamentSpecError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 2
     try:
         items = items_for_specs(run_spec_for(spec, match) for match in schedule(spec))
         build_items(items, console=console, show_progress=not args.no_progress)
     except PrepareError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        console.print(error_line(exc))
         return 2
     result, code = _play(run_tournament(spec, console=console,
                                         show_progress=not args.no_progress), console, "games")
     if result is None:
         return code
     _stdout_console().print(render_tables(result))
-    console.print(f"played {result.ran} game(s) now; results in "
-                  f"{spec.output_dir / 'tournament.json'} and tournament.md", highlight=False)
+    console.print(literal(f"played {result.ran} game(s) now; results in "
+                        f"{spec.output_dir / 'tournament.json'} and tournament.md"))
     if result.succeeded:
-        console.print(f"done: {result.verdict.headline()}", highlight=False)
+        console.print(literal(f"done: {result.verdict.headline()}"))
         return 0
     # the verdict over every match's episode records: counts and the first distinct errors
     console.print(result.describe_failures(), style="red", markup=False, highlight=False)
-    console.print(f"[yellow]{len(result.unscored)} game(s) did not end normally and count "
-                  "for nobody; rerun the same command to retry them[/yellow]")
+    console.print(warning(f"{len(result.unscored)} game(s) did not end normally and count "
+                          "for nobody; rerun the same command to retry them"))
     return result.exit_code
 
 

@@ -38,6 +38,7 @@ from rich.progress import Progress, TaskID
 
 from moria.config import NON_MODEL_AGENT_TYPES
 from moria.families import families
+from orchestrator.apps.say import literal
 from orchestrator.plan.spec import RunSpec
 from orchestrator.report.progress import progress_bar
 
@@ -360,8 +361,8 @@ def prepare_sources(sources: list[Source], *, console: Console | None = None,
              for row in _query(server, ["sources", *_source_args(chosen)])}
     for source in sources:
         row = about.get(source.name, {})
-        console.print(f"{row.get('description', source.name)}: "
-                      f"{report.built.get(source.name, 0)} built now, "
-                      f"{report.present.get(source.name, 0)} already there\n  -> "
-                      f"{row.get('location', '?')}", highlight=False, soft_wrap=True)
+        console.print(literal(f"{row.get('description', source.name)}: "
+                            f"{report.built.get(source.name, 0)} built now, "
+                            f"{report.present.get(source.name, 0)} already there\n  -> "
+                            f"{row.get('location', '?')}"), soft_wrap=True)
     return report

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moria import aio
+from orchestrator.apps.say import error_line, literal, warning
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -154,15 +155,15 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         spec, plan, out = _resolve(args)
     except ValueError as exc:  # SpecError is a ValueError
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(error_line(exc))
         return 2
     try:
         outcomes = aio.run(record_demos(
             spec, plan, episodes=args.episodes, out=out, max_attempts=args.max_attempts,
             workers=args.workers, console=console, show_progress=not args.no_progress))
     except RecordError as exc:
-        console.print(f"[red]error:[/red] {exc}\ndemos kept so far are saved; rerun the same "
-                      "command to fill in the rest", highlight=False)
+        console.print(error_line(f"{exc}\ndemos kept so far are saved; rerun the same "
+                                 "command to fill in the rest"))
         return 1
     except KeyboardInterrupt:
         console.print("interrupted; demos kept so far are saved")
@@ -402,8 +403,9 @@ async def play_oracle_episode(env_target: str, policy_target: str, spec: RunSpec
 
 def _print_outcomes(outcomes: list[TaskOutcome], out: Path, console: Console) -> None:
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"demonstrations in {out}")
+    table = Table(title=Text(f"demonstrations in {out}", style="table.title"))
     for column in ("env", "task", "demos", "added", "dropped"):
         table.add_column(column)
     for o in outcomes:
@@ -414,20 +416,19 @@ def _print_outcomes(outcomes: list[TaskOutcome], out: Path, console: Console) ->
     console.print(table)
     for o in outcomes:
         if o.path.is_file():
-            console.print(f"{o.env}/{o.task}: {o.path}", highlight=False, soft_wrap=True)
+            console.print(literal(f"{o.env}/{o.task}: {o.path}"), soft_wrap=True)
     dropped = sum(len(o.dropped) for o in outcomes)
     if dropped:
         console.print(f"dropped {dropped} episode(s) the oracle did not finish with "
                       "progression 1.0:", highlight=False)
         for o in outcomes:
             for line in o.dropped:
-                console.print(f"  {o.env}/{o.task}: {line}", highlight=False)
+                console.print(literal(f"  {o.env}/{o.task}: {line}"))
     for o in outcomes:
         if o.problem:
-            console.print(f"[yellow]{o.env}/{o.task}: not recorded: {o.problem}[/yellow]",
-                          highlight=False)
+            console.print(warning(f"{o.env}/{o.task}: not recorded: {o.problem}"))
         elif not o.complete:
-            console.print(f"[yellow]{o.env}/{o.task}: only {o.existing + o.kept} of "
-                          f"{o.wanted} demos after the attempts allowed; rerun with a larger "
-                          "--max-attempts[/yellow]", highlight=False)
-    console.print(f"demos written under {out}", highlight=False)
+            console.print(warning(f"{o.env}/{o.task}: only {o.existing + o.kept} of "
+                                  f"{o.wanted} demos after the attempts allowed; rerun with a "
+                                  "larger --max-attempts"))
+    console.print(literal(f"demos written under {out}"))

@@ -41,6 +41,7 @@ from moria.security import (
     open_channel,
     transport_security,
 )
+from orchestrator.apps.say import error_line, literal
 from orchestrator.report.progress import PlainLines, episode_name, episodes_text, progress_bar
 from orchestrator.store.records import SCORED_END_REASONS
 from orchestrator.store.run_events import to_struct
@@ -220,8 +221,8 @@ class _Tracker:
             if self.lines.enabled:  # plain lines carry no error text (docs/progress.md)
                 self.lines.line(f"retry {name}", force=True)
             else:
-                self.progress.console.print(f"episode {name} re-queued: {payload.get('error')}",
-                                            highlight=False)
+                self.progress.console.print(
+                    literal(f"episode {name} re-queued: {payload.get('error')}"))
         if event.type in FINAL_EVENTS:
             self.final = event
             self.lines.line(event.type, force=True)
@@ -258,22 +259,22 @@ async def _eval_remote(spec: dict[str, Any], args: argparse.Namespace, console: 
     try:
         client = OrchestratorClient(args.remote, security_from_args(args))
     except SecurityConfigError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(error_line(exc))
         return 2
     run_id = ""
     try:
         try:
             submitted = await client.submit_run(spec)
         except grpc.aio.AioRpcError as exc:
-            console.print(f"[red]error:[/red] the orchestrator at {args.remote} refused the run "
-                          f"({exc.code().name}): {exc.details()}", highlight=False)
+            console.print(error_line(f"the orchestrator at {args.remote} refused the run "
+                                     f"({exc.code().name}): {exc.details()}"))
             return 2 if exc.code() != grpc.StatusCode.UNAVAILABLE else 1
         run_id = submitted.run_id
         run = submitted.run
         verb = "submitted" if submitted.created else "following existing"
-        console.print(f"{verb} run {run_id} at {args.remote} "
-                      f"({STATE_NAMES.get(run.state, '?')}; results on the server in "
-                      f"{run.output_dir})", highlight=False)
+        console.print(literal(f"{verb} run {run_id} at {args.remote} "
+                            f"({STATE_NAMES.get(run.state, '?')}; results on the server in "
+                            f"{run.output_dir})"))
         print(run_id, flush=True)
         shown = not getattr(args, "no_progress", False)
         plain = shown and not console.is_terminal
@@ -296,17 +297,16 @@ async def _eval_remote(spec: dict[str, Any], args: argparse.Namespace, console: 
         if getattr(args, "cancel_on_interrupt", False):
             with contextlib.suppress(grpc.aio.AioRpcError):
                 await asyncio.wait_for(client.cancel_run(run_id), timeout=30)
-            console.print(f"interrupted; asked the orchestrator to cancel run {run_id} "
-                          "(finished episodes are kept)", highlight=False)
+            console.print(literal(f"interrupted; asked the orchestrator to cancel run {run_id} "
+                                "(finished episodes are kept)"))
         else:
-            console.print(f"interrupted; run {run_id} goes on at the orchestrator. Follow it "
-                          "again with the same command plus eval.run_id=" + run_id
-                          + " (or use --cancel-on-interrupt to cancel on Ctrl-C)",
-                          highlight=False)
+            console.print(literal(f"interrupted; run {run_id} goes on at the orchestrator. Follow "
+                                "it again with the same command plus eval.run_id=" + run_id
+                                + " (or use --cancel-on-interrupt to cancel on Ctrl-C)"))
         return 130
     except grpc.aio.AioRpcError as exc:
-        console.print(f"[red]error:[/red] lost the orchestrator at {args.remote} "
-                      f"({exc.code().name}): {exc.details()}", highlight=False)
+        console.print(error_line(f"lost the orchestrator at {args.remote} "
+                                 f"({exc.code().name}): {exc.details()}"))
         return 1
     finally:
         await client.close()

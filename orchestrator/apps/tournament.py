@@ -52,6 +52,7 @@ from rich.table import Table
 from moria.config import ClientConfig
 from moria.families import families
 from moria.files import atomic_write_text
+from orchestrator.apps.say import literal
 from orchestrator.core.runner import PreflightError, run_evaluation
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.overrides import apply_overrides
@@ -415,8 +416,8 @@ async def run_tournament(spec: TournamentSpec, *, console: Console | None = None
     async def play(endpoints: EndpointsConfig | None, check: Callable[[], None]) -> None:
         nonlocal ran
         for n, match in enumerate(todo, 1):
-            console.print(f"match {n}/{len(todo)}: {match.first} ({spec.seat_ids[0]}) vs "
-                          f"{match.second} ({spec.seat_ids[1]})", highlight=False)
+            console.print(literal(f"match {n}/{len(todo)}: {match.first} ({spec.seat_ids[0]}) vs "
+                                f"{match.second} ({spec.seat_ids[1]})"))
             outcome = await run_evaluation(run_spec_for(spec, match, endpoints),
                                            console=console, show_progress=show_progress)
             check()

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.report.accounting import PriceTable
 from orchestrator.report.match_report import match_summary, render_match_tables
@@ -126,7 +127,8 @@ def render_report(out_dir: str | Path, prices: PriceTable | None = None) -> Tabl
             f"no episode files under {root} (expected <env>/<task>/<task>_run_<NN>.json)"
         )
     summary = compute_summary(episodes, prices=prices)
-    table = Table(title=f"Moria results: {root}")
+    # a Text title: the folder is shown as written, never read as rich markup
+    table = Table(title=Text(f"Moria results: {root}", style="table.title"))
     table.add_column("Environment", no_wrap=True)
     table.add_column("Task", overflow="fold")
     table.add_column("Episodes", justify="right")

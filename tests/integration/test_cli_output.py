@@ -134,6 +134,27 @@ def test_errors_stay_one_line_in_an_80_column_terminal(tmp_path: Path,
     assert errors[0].rstrip().endswith("pettingzoo, textworld")  # the whole list, one line
 
 
+def test_an_error_naming_rich_markup_prints_as_written(tmp_path: Path) -> None:
+    # "[/red]" once closed the error label's own tag: rich raised MarkupError instead
+    run = in_pipe("eval", "envs.names=bab[/red]yai", "--no-progress", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert errors and "unknown env 'bab[/red]yai'" in run.stderr, run.stderr
+
+
+def test_a_run_whose_output_folder_holds_brackets_reports_it_as_written(
+        tmp_path: Path) -> None:
+    out = tmp_path / "run[/bold]x"
+    run = in_pipe("eval", "agent.type=dummy", "envs.names=babyai", "eval.num_episodes.babyai=1",
+                  "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
+                  "eval.max_steps_per_episode=2", f"eval.output_dir={out}", "--no-progress",
+                  cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert f"results in {out}" in run.stderr and f"progress plot: {out}" in run.stderr
+    assert (out / "summary.json").is_file()
+
+
 def test_hint_commands_stay_whole_in_an_80_column_terminal(tmp_path: Path) -> None:
     code, text = in_terminal(
         "eval", "agent.type=dummy", "envs.names=babyai", "eval.num_episodes.babyai=1",
