@@ -7,6 +7,8 @@
   game through an Env server process whose games run in worker processes (1 and 8 sessions),
   the sessions opened before the clock starts as the in-process game is, and the seconds to open
   them (a worker process and the game's construction each) as their own figure;
+- CPU microseconds per step: in-process, and through the server by process (the client driving
+  the sessions, the Env server, the game workers), to show where a step's time goes;
 - memory per session: proportional set size (PSS) and unique set size (USS) of the game worker
   processes with 16 MiniHack sessions open;
 - sessions per server: MiniHack sessions opened on one server at its default capacity until it
@@ -84,19 +86,21 @@ def text_render_us(task: str, samples: int) -> dict[str, float]:
     return out
 
 
-def game_steps_per_s(task: str, steps: int) -> float:
-    """The family's game in this process: text rendering on every step."""
-    from benchmarks.families import inprocess_steps_per_s
+def game_figures(task: str, steps: int) -> tuple[float, float]:
+    """The family's game in this process, text rendering on every step: (steps/s, CPU
+    microseconds per step), as ``benchmarks.families.inprocess_figures``."""
+    from benchmarks.families import inprocess_figures
 
-    return inprocess_steps_per_s(FAMILY_OF[task], task, steps, seeds=SEEDS)
+    return inprocess_figures(FAMILY_OF[task], task, steps, seeds=SEEDS)
 
 
-async def server_steps_per_s(task: str, steps: int, sessions: int) -> tuple[float, float]:
+async def server_figures(task: str, steps: int, sessions: int) -> Any:
     """Through an Env server process (games in worker processes), ``sessions`` at once:
-    (steps/s, seconds to open the sessions), as ``benchmarks.families.server_steps_per_s``."""
-    from benchmarks.families import server_steps_per_s as family_server_steps_per_s
+    ``benchmarks.families.ServerFigures`` (steps/s, seconds to open the sessions, CPU
+    microseconds per step of the client, the server and the game workers)."""
+    from benchmarks.families import server_figures as family_server_figures
 
-    return await family_server_steps_per_s(FAMILY_OF[task], task, steps, sessions, SEEDS)
+    return await family_server_figures(FAMILY_OF[task], task, steps, sessions, SEEDS)
 
 
 def _workers_memory(server_pid: int) -> dict[str, float]:
@@ -168,16 +172,20 @@ def run(steps: int) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for task in (MINIHACK, NLE):
         raw = raw_env_steps_per_s(task, steps * 4)
-        game = game_steps_per_s(task, steps)
-        one, open_one_s = aio.run(server_steps_per_s(task, steps, 1))
-        eight, open_eight_s = aio.run(server_steps_per_s(task, steps, 8))
+        game, game_cpu_us = game_figures(task, steps)
+        one = aio.run(server_figures(task, steps, 1))
+        eight = aio.run(server_figures(task, steps, 8))
         figures[task] = {
             "text_rendering_cost": text_render_us(task, 1000),
             "raw_env_no_text": round(raw, 1), "game_in_process_text": round(game, 1),
-            "env_server_1_session": round(one, 1), "env_server_8_sessions": round(eight, 1),
+            "env_server_1_session": round(one.steps_per_s, 1),
+            "env_server_8_sessions": round(eight.steps_per_s, 1),
             "text_game_over_raw": round(game / raw, 3),
-            "server_1_over_in_process": round(one / game, 3),
-            "server_8_over_in_process": round(eight / game, 3),
-            "session_open_s": round(open_one_s, 3), "open_8_sessions_s": round(open_eight_s, 3)}
+            "server_1_over_in_process": round(one.steps_per_s / game, 3),
+            "server_8_over_in_process": round(eight.steps_per_s / game, 3),
+            "session_open_s": round(one.open_s, 3), "open_8_sessions_s": round(eight.open_s, 3),
+            "cpu_us_per_step": {"in_process": round(game_cpu_us, 1),
+                                "env_server_1_session": one.cpu_us_per_step,
+                                "env_server_8_sessions": eight.cpu_us_per_step}}
     figures["memory_and_capacity"] = aio.run(memory_and_capacity())
     return figures

@@ -39,6 +39,26 @@ def test_compare_reports_the_opening_cost_apart() -> None:
     assert set(figures) == {
         "task", "in_process", "env_server_1_session", "env_server_2_sessions",
         "remote_1_over_in_process", "remote_2_over_in_process", "session_open_s",
-        "open_2_sessions_s"}
+        "open_2_sessions_s", "cpu_us_per_step"}
     assert figures["session_open_s"] > 0 and figures["open_2_sessions_s"] > 0
     assert figures["env_server_1_session"] > 0 and figures["env_server_2_sessions"] > 0
+    cpu = figures["cpu_us_per_step"]
+    assert cpu["in_process"] > 0
+    for sessions in ("env_server_1_session", "env_server_2_sessions"):
+        # BabyAI runs inside the server process: no game worker
+        assert set(cpu[sessions]) == {"client", "server", "game_workers"}
+        assert cpu[sessions]["client"] > 0 and cpu[sessions]["server"] > 0
+        assert cpu[sessions]["game_workers"] == 0
+
+
+def test_cpu_per_step_is_split_by_process_role() -> None:
+    before = {1: ("client", 1.0), 2: ("server", 2.0), 3: ("game_workers", 0.5)}
+    after = {1: ("client", 1.5), 2: ("server", 3.0), 3: ("game_workers", 0.5),
+             4: ("game_workers", 0.25)}  # a worker started between the readings
+    assert families.cpu_us_per_step(before, after, 1000) == {
+        "client": 500.0, "server": 1000.0, "game_workers": 250.0}
+    assert families.process_role(["python", "-c", "from multiprocessing.forkserver import "
+                                  "main; main(3, 4)"], is_self=False) == "game_workers"
+    assert families.process_role(["python", "-m", "env_server", "serve"],
+                                 is_self=False) == "server"
+    assert families.process_role(["anything"], is_self=True) == "client"
