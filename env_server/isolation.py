@@ -199,8 +199,9 @@ class ProcessGame(Game):
             raise RuntimeError("another call to this game is in flight")
         try:
             self._send("step", (dict(actions),))
-            if not self._conn.poll():
-                await _readable(self._conn)
+            # no poll() first: a game step outlasts the hop, so the answer is never there yet,
+            # and multiprocessing's poll builds a selector on every call (about 8 us)
+            await _readable(self._conn)
             result: StepResult = self._answer(*self._receive())
         finally:
             self._lock.release()
