@@ -17,12 +17,14 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.rounds import alternate, median, median_by_role, spread
 from moria import aio
 
 MINIHACK = "MiniHack-MazeWalk-9x9-v0"
@@ -167,25 +169,42 @@ async def memory_and_capacity(per_session_sample: int = 16) -> dict[str, Any]:
     }
 
 
-def run(steps: int) -> dict[str, Any]:
-    """All NetHack figures."""
+def _round(task: str, steps: int) -> dict[str, Any]:
+    """One round of the P1 figures of ``task``: the game in-process, then through the Env
+    server with 1 and with 8 sessions (steps/s, ratios, opening seconds, CPU per step)."""
+    game, game_cpu_us = game_figures(task, steps)
+    one = aio.run(server_figures(task, steps, 1))
+    eight = aio.run(server_figures(task, steps, 8))
+    return {"in_process": game, "in_process_cpu": game_cpu_us,
+            "one": one.steps_per_s, "eight": eight.steps_per_s,
+            "one_ratio": one.steps_per_s / game, "eight_ratio": eight.steps_per_s / game,
+            "open_one_s": one.open_s, "open_eight_s": eight.open_s,
+            "one_cpu": one.cpu_us_per_step, "eight_cpu": eight.cpu_us_per_step}
+
+
+def run(steps: int, rounds: int = 3) -> dict[str, Any]:
+    """All NetHack figures; the in-process and server figures in ``rounds`` alternated rounds
+    (``benchmarks.rounds``), reported as medians with each round's ratio beside them."""
     figures: dict[str, Any] = {}
     for task in (MINIHACK, NLE):
         raw = raw_env_steps_per_s(task, steps * 4)
-        game, game_cpu_us = game_figures(task, steps)
-        one = aio.run(server_figures(task, steps, 1))
-        eight = aio.run(server_figures(task, steps, 8))
+        rows = alternate(functools.partial(_round, task, steps), rounds)
+        game = median(rows, "in_process", 1)
         figures[task] = {
             "text_rendering_cost": text_render_us(task, 1000),
-            "raw_env_no_text": round(raw, 1), "game_in_process_text": round(game, 1),
-            "env_server_1_session": round(one.steps_per_s, 1),
-            "env_server_8_sessions": round(eight.steps_per_s, 1),
+            "raw_env_no_text": round(raw, 1), "game_in_process_text": game,
+            "env_server_1_session": median(rows, "one", 1),
+            "env_server_8_sessions": median(rows, "eight", 1),
             "text_game_over_raw": round(game / raw, 3),
-            "server_1_over_in_process": round(one.steps_per_s / game, 3),
-            "server_8_over_in_process": round(eight.steps_per_s / game, 3),
-            "session_open_s": round(one.open_s, 3), "open_8_sessions_s": round(eight.open_s, 3),
-            "cpu_us_per_step": {"in_process": round(game_cpu_us, 1),
-                                "env_server_1_session": one.cpu_us_per_step,
-                                "env_server_8_sessions": eight.cpu_us_per_step}}
+            "rounds": rounds,
+            "server_1_over_in_process": median(rows, "one_ratio"),
+            "server_8_over_in_process": median(rows, "eight_ratio"),
+            "server_1_over_in_process_rounds": spread(rows, "one_ratio"),
+            "server_8_over_in_process_rounds": spread(rows, "eight_ratio"),
+            "session_open_s": median(rows, "open_one_s"),
+            "open_8_sessions_s": median(rows, "open_eight_s"),
+            "cpu_us_per_step": {"in_process": median(rows, "in_process_cpu", 1),
+                                "env_server_1_session": median_by_role(rows, "one_cpu"),
+                                "env_server_8_sessions": median_by_role(rows, "eight_cpu")}}
     figures["memory_and_capacity"] = aio.run(memory_and_capacity())
     return figures

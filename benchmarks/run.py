@@ -35,7 +35,10 @@ to its target, and the load average before and after.
 
 Servers run as separate processes on unix sockets, as the local stack runs them.
 
-Figures are ratios measured in one run on one machine; absolute numbers vary with load.
+Figures are ratios measured in one run on one machine; absolute numbers vary with load. The
+Env server's P1 ratios (BabyAI, MiniHack, NLE) are measured in ``--rounds`` alternated rounds
+(default 3) and reported as the median, with each round's ratio beside it
+(``benchmarks/rounds.py``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.rounds import alternate, median, spread
 from moria import aio
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -203,7 +207,12 @@ def main() -> None:
                         "(seconds; see README): adds the P3 ratio to the goals table")
     parser.add_argument("--tw-games", type=int, default=2,
                         help="TextWorld games generated per family for the generation cost")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternated rounds of the P1 figures (in-process vs through the "
+                        "Env server); their medians are reported, each round's ratio beside")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     suites = set(args.suites.split(","))
     unknown = suites - set(SUITES)
     if unknown:
@@ -217,7 +226,8 @@ def main() -> None:
     if "nethack" in suites:
         from benchmarks.nethack import run as nethack_figures
 
-        results["nethack_steps_per_s_and_memory"] = nethack_figures(args.steps // 2)
+        results["nethack_steps_per_s_and_memory"] = nethack_figures(args.steps // 2,
+                                                                    args.rounds)
     if "families" in suites:
         results.update(family_figures(args))
     if "policy" in suites:
@@ -257,18 +267,31 @@ def main() -> None:
     print_table(evaluate(results, args.balrog_best_wall_s))
 
 
+def _babyai_round(steps: int) -> dict[str, float]:
+    """One round of the BabyAI throughput figures: in-process, then through the Env server
+    with 1 and with 16 sessions."""
+    inproc = inprocess_steps_per_s(steps)
+    remote_1 = aio.run(remote_steps_per_s(steps, 1))
+    remote_16 = aio.run(remote_steps_per_s(steps, 16))
+    return {"in_process": inproc, "one": remote_1, "sixteen": remote_16,
+            "one_ratio": remote_1 / inproc, "sixteen_ratio": remote_16 / inproc}
+
+
 def babyai_figures(args: argparse.Namespace) -> dict[str, Any]:
-    """The BabyAI throughput and concurrent-episode figures."""
-    inproc = inprocess_steps_per_s(args.steps)
-    remote_1 = aio.run(remote_steps_per_s(args.steps, 1))
-    remote_16 = aio.run(remote_steps_per_s(args.steps, 16))
+    """The BabyAI throughput figures (``args.rounds`` alternated rounds, medians with each
+    round's ratio beside them) and the concurrent-episode figure."""
+    rows = alternate(lambda: _babyai_round(args.steps), args.rounds)
     episodes = aio.run(concurrent_episodes(args.episodes, args.latency))
     return {
         "babyai_oracle_steps_per_s": {
-            "in_process": round(inproc, 1), "env_server_1_session": round(remote_1, 1),
-            "env_server_16_sessions": round(remote_16, 1),
-            "remote_1_over_in_process": round(remote_1 / inproc, 3),
-            "remote_16_over_in_process": round(remote_16 / inproc, 3)},
+            "rounds": args.rounds,
+            "in_process": median(rows, "in_process", 1),
+            "env_server_1_session": median(rows, "one", 1),
+            "env_server_16_sessions": median(rows, "sixteen", 1),
+            "remote_1_over_in_process": median(rows, "one_ratio"),
+            "remote_16_over_in_process": median(rows, "sixteen_ratio"),
+            "remote_1_over_in_process_rounds": spread(rows, "one_ratio"),
+            "remote_16_over_in_process_rounds": spread(rows, "sixteen_ratio")},
         "concurrent_episodes_fixed_latency": episodes,
     }
 
