@@ -34,12 +34,6 @@ def _choose(names: Sequence[str], info: dict[str, Any], rng: random.Random) -> s
     return rng.choice(names) if names else str(info["expert_action"])
 
 
-def inprocess_steps_per_s(family_name: str, task: str, steps: int,
-                          seeds: Sequence[int] = (0, 1, 2, 3)) -> float:
-    """The family's game called directly in this process (text every step)."""
-    return inprocess_figures(family_name, task, steps, seeds)[0]
-
-
 def inprocess_figures(family_name: str, task: str, steps: int,
                       seeds: Sequence[int] = (0, 1, 2, 3)) -> tuple[float, float]:
     """The family's game called directly in this process (text every step): (steps/s, CPU
@@ -145,7 +139,7 @@ async def _open_session(target: str, family_name: str, task: str, seeds: Sequenc
 
 async def _play(opened: _OpenSession, steps: int, seeds: Sequence[int]) -> int:
     """``steps`` steps of random (or oracle) actions; an ended episode resets with the next
-    seed, as ``inprocess_steps_per_s`` does. Returns the steps taken."""
+    seed, as ``inprocess_figures`` does. Returns the steps taken."""
     from moria.codecs import dict_from_struct, text_action
 
     session, done = opened.session, 0
