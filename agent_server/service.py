@@ -47,6 +47,7 @@ from agent_server.backends.base import (
 from agent_server.strategies import STRATEGIES, create_strategy, registry_facts
 from agent_server.strategies.base import Strategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
+from moria import gc_tuning
 from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, ClientName
@@ -173,6 +174,7 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                                client.model_id or "default")
             backend = ConcurrencyLimited(metered, client.max_concurrency)
             self._backends[key] = backend
+            gc_tuning.freeze()  # a provider SDK imported for it is most of the heap
         return backend
 
     async def aclose(self) -> None:

@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from moria import aio
+from moria import aio, gc_tuning
 from moria.security import (
     DEFAULT_MAX_MESSAGE_MB,
     SecurityConfigError,
@@ -388,6 +388,7 @@ async def run_until_signalled(server: MoriaServer,
     for health, this line is for humans), serve until SIGTERM/SIGINT, drain, then run
     ``on_stop``."""
     await server.start()
+    gc_tuning.freeze()  # what the server serves with is imported and built by now
     print(f"READY {server.bound_address}", file=sys.stderr, flush=True)
     try:
         await server.wait_for_termination()
@@ -422,5 +423,6 @@ def server_main(build_parser: Callable[[], Any],
         args_list = args_list[1:]
     args = build_parser().parse_args(args_list)
     configure_logging(args.log_level)
+    gc_tuning.tune()
     aio.run(serve(args))
     return 0

@@ -164,9 +164,13 @@ def _play(work: Coroutine[Any, Any, T], console: Console, unit: str) -> tuple[T 
     """Run ``work`` (an evaluation or a tournament) to its end: (its result, 0), or (None, the
     exit code) after printing why it stopped: 2 for a preflight error, 1 for a local server
     that failed, 130 when interrupted (``unit``, e.g. "episodes", names what is kept)."""
+    from moria import gc_tuning
     from orchestrator.core.runner import PreflightError
     from orchestrator.core.stack import StackError
 
+    # the run's modules are imported by now: keep the collector off them (moria.gc_tuning)
+    gc_tuning.tune()
+    gc_tuning.freeze()
     try:
         return aio.run(_terminable(work)), 0
     except PreflightError as exc:
