@@ -22,10 +22,13 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.rounds import alternate, median, median_by_role, spread
 from moria import aio
+
+if TYPE_CHECKING:
+    from benchmarks.families import ServerFigures
 
 MINIHACK = "MiniHack-MazeWalk-9x9-v0"
 NLE = "NetHackChallenge-v0"
@@ -96,7 +99,7 @@ def game_figures(task: str, steps: int) -> tuple[float, float]:
     return inprocess_figures(FAMILY_OF[task], task, steps, seeds=SEEDS)
 
 
-async def server_figures(task: str, steps: int, sessions: int) -> Any:
+async def server_figures(task: str, steps: int, sessions: int) -> ServerFigures:
     """Through an Env server process (games in worker processes), ``sessions`` at once:
     ``benchmarks.families.ServerFigures`` (steps/s, seconds to open the sessions, CPU
     microseconds per step of the client, the server and the game workers)."""

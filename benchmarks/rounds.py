@@ -34,9 +34,7 @@ def spread(rows: Sequence[Mapping[str, Any]], key: str, digits: int = 3) -> list
 
 def median_by_role(rows: Sequence[Mapping[str, Mapping[str, float]]], key: str,
                    ) -> dict[str, float]:
-    """For figures that are a ``{role: value}`` dict under ``key`` in every round: the median of
-    each role over the rounds (roles missing from a round count as absent there)."""
-    roles = sorted({role for row in rows for role in row[key]})
-    return {role: round(float(statistics.median(row[key][role] for row in rows
-                                                if role in row[key])), 1)
-            for role in roles}
+    """For figures that are a ``{role: value}`` dict under ``key`` with the same roles in every
+    round: the median of each role over the rounds, rounded to 0.1."""
+    return {role: round(float(statistics.median(row[key][role] for row in rows)), 1)
+            for role in rows[0][key]}

@@ -5,13 +5,14 @@ CPython collects its youngest generation each time container allocations minus d
 pass the first threshold (700 by default), and walks every tracked object on a full collection.
 A step allocates many short-lived containers (the SDK's request options and headers, prompt
 messages, protobuf wrappers), most of which reference counting frees at once, and the heap of a
-server is mostly its imports (the openai SDK's type tree alone is about 100,000 objects). On
-workload A (docs/performance.md, "Garbage collection") the default settings cost the Policy
-server 2.08 s of its 18.5 s of CPU inside the collector (1,155 young, 105 middle and 9 full
-collections); with the two settings below, 0.18 s.
+server is mostly its imports (importing the openai SDK and Moria's backend for it adds 57,636
+tracked objects to the Policy server's 48,810). On workload A (docs/performance.md, "Garbage
+collection") the default settings cost the Policy server 2.21 s of its 18.7 s of CPU inside the
+collector (1,149 young, 105 middle and 9 full collections); with the two settings below, 0.18 s
+(97, 8 and 2, most of the young ones during its imports, before the settings apply).
 
-- ``tune``: the first threshold is raised to ``GEN0_THRESHOLD``, so the young generation is
-  collected about fifty times less often; the older thresholds stay CPython's.
+- ``tune``: the first threshold is raised to ``GEN0_THRESHOLD``; the older thresholds stay
+  CPython's.
 - ``freeze``: once a process has imported what it serves with, one full collection frees the
   garbage of its start, then ``gc.freeze()`` moves every object still alive (modules, classes,
   functions, the SDK client) to the permanent generation, which no collection walks. Frozen

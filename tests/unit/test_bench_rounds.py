@@ -29,8 +29,8 @@ def test_median_and_spread_of_a_ratio() -> None:
 
 
 def test_median_by_role_takes_each_role_apart() -> None:
-    rows = [{"cpu": {"client": 300.0, "server": 700.0}},
+    rows = [{"cpu": {"client": 300.0, "server": 700.0, "game_workers": 800.0}},
             {"cpu": {"client": 250.0, "server": 500.0, "game_workers": 900.0}},
             {"cpu": {"client": 350.0, "server": 600.0, "game_workers": 1100.0}}]
     assert rounds.median_by_role(rows, "cpu") == {
-        "client": 300.0, "game_workers": 1000.0, "server": 600.0}
+        "client": 300.0, "server": 600.0, "game_workers": 900.0}
