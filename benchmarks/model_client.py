@@ -76,8 +76,8 @@ Call = Callable[[], Awaitable[Any]]
 
 
 async def _layers(base_url: str) -> tuple[dict[str, Call], list[Call]]:
-    """The three layers' calls (see the module docstring), each against ``base_url``, and
-    the closers of the clients they use."""
+    """The three layers' calls (see the module docstring), each against ``base_url`` (an
+    OpenAI base URL, ``http://127.0.0.1:<port>/v1``), and the closers of the clients they use."""
     import aiohttp
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
@@ -88,16 +88,16 @@ async def _layers(base_url: str) -> tuple[dict[str, Call], list[Call]]:
     messages = chat_messages()
     body = {"model": "fake", "messages": messages, "max_tokens": 64}
     session = aiohttp.ClientSession()
-    sdk = AsyncOpenAI(api_key="EMPTY", base_url=f"{base_url}/v1", max_retries=0,
+    sdk = AsyncOpenAI(api_key="EMPTY", base_url=base_url, max_retries=0,
                       http_client=DefaultAioHttpClient())
     backend = OpenAICompatBackend(
-        ClientConfig(client_name="vllm", model_id="fake", base_url=f"{base_url}/v1"),
-        api_key="EMPTY", base_url=f"{base_url}/v1")
+        ClientConfig(client_name="vllm", model_id="fake", base_url=base_url),
+        api_key="EMPTY", base_url=base_url)
     chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
     params = GenerateParams(temperature=None, max_tokens=64)
 
     async def direct() -> Any:
-        async with session.post(f"{base_url}/v1/chat/completions", json=body,
+        async with session.post(f"{base_url}/chat/completions", json=body,
                                 headers={"Authorization": "Bearer EMPTY"}) as reply:
             reply.raise_for_status()
             return await reply.json()

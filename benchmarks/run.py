@@ -26,7 +26,9 @@
    ``GetInfo`` the orchestrator sends to every Env and Policy server before each episode.
 10. Workload A (``benchmarks/workload_a.py``): the real ``moria eval`` on BALROG's side-by-side
    workload (50 BabyAI episodes against a 100 ms model) with only ``eval.num_workers`` set:
-   wall time, wall over ideal, CPU per step of each process, peak memory.
+   wall time, wall over ideal, CPU per step of each process, peak memory; with
+   ``--balrog-checkout DIR`` BALROG's own evaluator (a checkout outside this repository) runs
+   the same workload alternated with Moria, and P3's ratio to BALROG's best is judged.
 11. Local model (``benchmarks/local_model.py``): the embedded model under BALROG's history
    window: prompt tokens served from the KV cache vs evaluated, per step, and time per step.
 
@@ -137,7 +139,7 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
     try:
         base_url = _announced_url(fake)
         spec = load_spec(None, ["client.client_name=vllm",
-                                f"client.base_url={base_url}/v1",
+                                f"client.base_url={base_url}",
                                 "client.model_id=fake", "client.max_retries=0",
                                 f"eval.num_workers={episodes}"])
         with tempfile.TemporaryDirectory() as logs:
@@ -181,8 +183,9 @@ def read_episodes(out: Path | str) -> list[Any]:
 
 
 def _announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    """The base URL (``http://127.0.0.1:<port>``) a fake model server prints on stdout once it
-    listens; it binds port 0, so the port is known only from that line. Raises RuntimeError
+    """The base URL a fake model server prints on stdout once it listens (``FakeOpenAI``:
+    ``http://127.0.0.1:<port>/v1``, what an OpenAI client's ``base_url`` takes); it binds
+    port 0, so the port is known only from that line. Raises RuntimeError
     when the process exits or stays silent for ``timeout`` seconds."""
     from tests.support.processes import LineReader
 
@@ -196,6 +199,8 @@ def _announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str
 
 def main() -> None:
     """Run the suite and print/write the figures."""
+    from benchmarks.workload_a import add_balrog_arguments, balrog_from
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4000, help="steps per throughput figure")
     parser.add_argument("--episodes", type=int, default=64)
@@ -205,14 +210,20 @@ def main() -> None:
     parser.add_argument("--balrog-best-wall-s", type=float, default=None,
                         help="BALROG's best wall time on workload A measured in the same sitting "
                         "(seconds; see README): adds the P3 ratio to the goals table")
+    parser.add_argument("--workload-a-repeat", type=int, default=1,
+                        help="passes of workload A (with --balrog-checkout: Moria and BALROG "
+                        "alternated)")
+    add_balrog_arguments(parser)
     parser.add_argument("--tw-games", type=int, default=2,
                         help="TextWorld games generated per family for the generation cost")
     parser.add_argument("--rounds", type=int, default=3,
                         help="alternated rounds of the P1 figures (in-process vs through the "
                         "Env server); their medians are reported, each round's ratio beside")
     args = parser.parse_args()
-    if args.rounds < 1:
-        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    for flag in ("rounds", "workload_a_repeat"):
+        if (value := getattr(args, flag)) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    balrog = balrog_from(args, parser)
     suites = set(args.suites.split(","))
     unknown = suites - set(SUITES)
     if unknown:
@@ -253,7 +264,8 @@ def main() -> None:
     if "workload_a" in suites:
         from benchmarks.workload_a import run as workload_a
 
-        results["workload_a"] = workload_a([50], args.latency)
+        results["workload_a"] = workload_a([50], args.latency, balrog, args.balrog_workers,
+                                           args.workload_a_repeat)
     if "local_model" in suites:
         from benchmarks.local_model import run as local_model
 

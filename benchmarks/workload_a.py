@@ -4,15 +4,17 @@
 "toggle" after exactly ``--latency`` seconds (0.1), so every episode runs to its step limit;
 the ideal wall time is (the longest episode's steps) x latency, all episodes at once.
 
-    python -m benchmarks.workload_a [--workers 16 32 50] [--latency 0.1]
+    python -m benchmarks.workload_a [--workers 16 50] [--latency 0.1] [--repeat N]
+        [--balrog-checkout DIR [--balrog-python PY] [--balrog-workers 32]]
 
 For each ``eval.num_workers`` value it runs the real ``moria eval`` command (local stack: env
 and policy servers as child processes) with only that setting changed from the defaults, and
 prints: wall seconds, CPU seconds of the whole process tree (``moria`` and its servers; the fake
 model server excluded), CPU milliseconds per step, peak proportional set size (PSS) of the tree
-sampled every 0.2 s, model calls, and wall over ideal. It asserts nothing: BALROG cannot be in
-the repository, so the README keeps the side-by-side table (BALROG run from its own checkout,
-same machine, same sitting).
+sampled every 0.2 s, model calls, and wall over ideal. With ``--balrog-checkout`` (a BALROG
+checkout outside this repository, ``benchmarks.balrog_side``) BALROG's own evaluator runs the
+same workload against the same fake server, its runs alternated with Moria's, and the last
+line gives Moria's best wall time over BALROG's. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Any
 
 import psutil
 
+from benchmarks.balrog_side import BalrogCheckout, BalrogSetupError
+from benchmarks.balrog_side import run_once as balrog_once
 from benchmarks.run import _announced_url, eval_command, read_episodes
 
 TASKS = ",".join(f"BabyAI-MixedTrainLocal-v0/{kind}"
@@ -92,72 +96,173 @@ class TreeSampler:
         return totals
 
 
-def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
-    """One ``moria eval`` of workload A with ``eval.num_workers=workers``; its figures."""
-    command = eval_command(out, "envs.names=babyai", f"tasks.babyai_tasks=[{TASKS}]",
-                           "eval.num_episodes.babyai=10", "client.client_name=vllm",
-                           f"client.base_url={base_url}/v1", "client.model_id=fake",
-                           f"eval.num_workers={workers}")
+def measure(command: list[str], cwd: Path | None = None,
+            pss_interval_s: float = 0.2) -> dict[str, Any]:
+    """Run ``command`` (stdout discarded) and measure it: ``wall_s``, ``cpu_s`` (user + system
+    of the whole process tree: every descendant is waited for by its parent, so this
+    process's children times hold it), ``cpu_s_by_process`` (per ``role_of``),
+    ``peak_pss_mb`` of the tree (sampled every ``pss_interval_s``), ``returncode`` and
+    ``stderr_tail`` (its last 2,000 characters)."""
     before = os.times()
     start = time.perf_counter()
-    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True) as proc, TreeSampler(proc.pid) as sampler:
+    with subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True) as proc, TreeSampler(proc.pid, pss_interval_s) as sampler:
         _, err = proc.communicate()
     wall = time.perf_counter() - start
     after = os.times()
-    if proc.returncode != 0:
-        raise RuntimeError(f"moria eval exited {proc.returncode}: {err[-2000:]}")
-    # every descendant was waited for by its parent, so the children's times hold the tree
     cpu = (after.children_user - before.children_user) + (
         after.children_system - before.children_system)
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "cpu_s_by_process": sampler.cpu_by_role(),
+            "peak_pss_mb": round(sampler.peak_pss / 2**20), "returncode": proc.returncode,
+            "stderr_tail": err[-2000:]}
+
+
+def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
+    """One ``moria eval`` of workload A with ``eval.num_workers=workers``; its figures.
+    ``base_url`` is the fake server's OpenAI base URL (``http://127.0.0.1:<port>/v1``).
+    Raises RuntimeError when the run fails."""
+    command = eval_command(out, "envs.names=babyai", f"tasks.babyai_tasks=[{TASKS}]",
+                           "eval.num_episodes.babyai=10", "client.client_name=vllm",
+                           f"client.base_url={base_url}", "client.model_id=fake",
+                           f"eval.num_workers={workers}")
+    figures = measure(command)
+    if figures["returncode"] != 0:
+        raise RuntimeError(f"moria eval exited {figures['returncode']}: "
+                           f"{figures['stderr_tail']}")
     summary = json.loads((out / "summary.json").read_text())
     episodes = read_episodes(out)
     steps = sum(e.num_steps for e in episodes)
     longest = max(e.num_steps for e in episodes)
-    return {"num_workers": workers, "episodes": len(episodes), "steps": steps,
-            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "cpu_ms_per_step": round(1000 * cpu / max(steps, 1), 2),
-            "cpu_s_by_process": sampler.cpu_by_role(),
-            "peak_pss_mb": round(sampler.peak_pss / 2**20), "longest_episode_steps": longest,
+    return {"system": "moria", "num_workers": workers, "episodes": len(episodes),
+            "steps": steps, "wall_s": figures["wall_s"], "cpu_s": figures["cpu_s"],
+            "cpu_ms_per_step": round(1000 * figures["cpu_s"] / max(steps, 1), 2),
+            "cpu_s_by_process": figures["cpu_s_by_process"],
+            "peak_pss_mb": figures["peak_pss_mb"], "longest_episode_steps": longest,
             "episodes_scored": summary["outcome"]["episodes_scored"]}
 
 
-def run(workers: list[int], latency: float = 0.1) -> list[dict[str, Any]]:
-    """Workload A once per value of ``workers`` (``eval.num_workers``) against one fake server
-    answering after ``latency`` seconds; one figures row each (printed as a JSON line as it
-    comes), with the ideal wall time, wall over ideal and the load average before the run.
-    Raises RuntimeError when ``moria eval`` fails."""
+def schedule(workers: list[int], balrog_workers: list[int], repeat: int) -> list[tuple[str, int]]:
+    """The order of the runs: ``repeat`` passes, each alternating Moria's and BALROG's
+    settings (``[("moria", 50), ("balrog", 32), ("moria", 16), ...]``), so that a slow or
+    fast spell of the machine falls on both systems."""
+    one_pass: list[tuple[str, int]] = []
+    for index in range(max(len(workers), len(balrog_workers))):
+        one_pass += [("moria", workers[index])] if index < len(workers) else []
+        one_pass += [("balrog", balrog_workers[index])] if index < len(balrog_workers) else []
+    return one_pass * repeat
+
+
+def run(workers: list[int], latency: float = 0.1, balrog: BalrogCheckout | None = None,
+        balrog_workers: list[int] | None = None, repeat: int = 1) -> list[dict[str, Any]]:
+    """Workload A for each ``eval.num_workers`` value in ``workers`` (Moria) and, with
+    ``balrog``, for each value in ``balrog_workers`` (BALROG's evaluator), in the order of
+    ``schedule``, against one fake server answering after ``latency`` seconds; one figures row
+    each (printed as a JSON line as it comes), with the ideal wall time, wall over ideal, the
+    load average before the run and the fake server's CPU seconds. Raises RuntimeError when
+    a run fails."""
     fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
                              "--latency", str(latency), "--reply", "toggle"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    plan = schedule(workers, (balrog_workers or []) if balrog else [], repeat)
     rows = []
     try:
         base_url = _announced_url(fake)
-        for count in workers:
-            with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
-                load = os.getloadavg()
-                fake_cpu = sum(psutil.Process(fake.pid).cpu_times()[:2])
-                row = run_once(base_url, count, Path(out))
-                row["ideal_s"] = round(row["longest_episode_steps"] * latency, 2)
-                row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
-                row["load_average_before"] = [round(x, 2) for x in load]
-                row["fake_model_server_cpu_s"] = round(
-                    sum(psutil.Process(fake.pid).cpu_times()[:2]) - fake_cpu, 2)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+        for system, count in plan:
+            load = os.getloadavg()
+            fake_cpu = sum(psutil.Process(fake.pid).cpu_times()[:2])
+            if system == "balrog":
+                assert balrog is not None
+                row = balrog_once(balrog, base_url, count)
+            else:
+                with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
+                    row = run_once(base_url, count, Path(out))
+            row["ideal_s"] = round(row["longest_episode_steps"] * latency, 2)
+            row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
+            row["load_average_before"] = [round(x, 2) for x in load]
+            row["fake_model_server_cpu_s"] = round(
+                sum(psutil.Process(fake.pid).cpu_times()[:2]) - fake_cpu, 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     finally:
         fake.terminate()
         fake.wait(timeout=10)
     return rows
 
 
+def side_by_side(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Moria's best wall time over BALROG's best, from one sitting's rows (None without a
+    row of each): ``{"moria_best_wall_s", "balrog_best_wall_s", "ratio", ...}``, each best
+    with its ``eval.num_workers``."""
+    best = {}
+    for system in ("moria", "balrog"):
+        mine = [r for r in rows if r.get("system") == system]
+        if not mine:
+            return None
+        best[system] = min(mine, key=lambda r: r["wall_s"])
+    return {"moria_best_wall_s": best["moria"]["wall_s"],
+            "moria_best_workers": best["moria"]["num_workers"],
+            "balrog_best_wall_s": best["balrog"]["wall_s"],
+            "balrog_best_workers": best["balrog"]["num_workers"],
+            "balrog_commit": best["balrog"].get("balrog_commit", "unknown"),
+            "ratio": round(best["moria"]["wall_s"] / best["balrog"]["wall_s"], 3)}
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a worker count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_balrog_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that put BALROG's own evaluator beside Moria (``benchmarks.workload_a``
+    and ``benchmarks.run``)."""
+    parser.add_argument("--balrog-checkout", type=Path, default=None,
+                        help="a BALROG checkout outside this repository: runs its eval.py on "
+                        "the same workload, alternated with Moria's runs")
+    parser.add_argument("--balrog-python", type=Path, default=None,
+                        help="the interpreter BALROG is installed in (default: "
+                        "<checkout>/.venv/bin/python)")
+    parser.add_argument("--balrog-workers", type=positive_int, nargs="+", default=[32],
+                        help="BALROG's eval.num_workers values (default 32, its best here)")
+
+
+def balrog_from(args: argparse.Namespace, parser: argparse.ArgumentParser,
+                ) -> BalrogCheckout | None:
+    """The checkout the options name (None without ``--balrog-checkout``); a bad one is a
+    usage error."""
+    if args.balrog_checkout is None:
+        if args.balrog_python is not None:
+            parser.error("--balrog-python needs --balrog-checkout")
+        return None
+    try:
+        return BalrogCheckout.at(args.balrog_checkout, args.balrog_python)
+    except BalrogSetupError as exc:
+        parser.error(str(exc))
+    return None  # not reached: parser.error exits
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.workload_a",
                                      description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[16, 50])
+    parser.add_argument("--workers", type=positive_int, nargs="+", default=[16, 50])
     parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="passes over the settings (alternating Moria and BALROG)")
+    add_balrog_arguments(parser)
     args = parser.parse_args(argv)
-    run(args.workers, args.latency)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    balrog = balrog_from(args, parser)
+    rows = run(args.workers, args.latency, balrog, args.balrog_workers, args.repeat)
+    ratio = side_by_side(rows)
+    if ratio is not None:
+        print(json.dumps({"side_by_side": ratio}), flush=True)
     return 0
 
 

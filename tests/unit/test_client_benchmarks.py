@@ -15,7 +15,7 @@ WARM_UP_CALLS = 50  # model_client.measure's warm-up calls per layer
 
 def test_model_client_sends_every_layer_s_calls() -> None:
     with FakeOpenAI(reply=model_client.ANSWER) as server:
-        figures = aio.run(model_client.measure(server.base_url.removesuffix("/v1"), calls=4,
+        figures = aio.run(model_client.measure(server.base_url, calls=4,
                                                in_flight=2, rounds=2))
         requests = list(server.requests)
     layers = ("aiohttp", "openai_sdk", "moria_backend")
