@@ -46,8 +46,11 @@ def _at_least(goal: str, measure: str, value: float | None, target: float) -> Go
     return Goal(goal, measure, value, f">= {target:g}", None if value is None else value >= target)
 
 
-def _at_most(goal: str, measure: str, value: float | None, target: float) -> Goal:
-    return Goal(goal, measure, value, f"<= {target:g}", None if value is None else value <= target)
+def _at_most(goal: str, measure: str, value: float | None, target: float,
+             shown: str | None = None) -> Goal:
+    """``value`` judged against ``target`` (printed as ``shown``, e.g. ``1/3``, when given)."""
+    return Goal(goal, measure, value, f"<= {shown or format(target, 'g')}",
+                None if value is None else value <= target)
 
 
 def evaluate(results: dict[str, Any], balrog_best_wall_s: float | None = None) -> list[Goal]:
@@ -80,7 +83,7 @@ def evaluate(results: dict[str, Any], balrog_best_wall_s: float | None = None) -
     if balrog_best_wall_s:
         ratio = None if best is None else float(best["wall_s"]) / balrog_best_wall_s
         goals.append(_at_most("P3", "workload A wall / BALROG's best wall (same sitting)",
-                              ratio, 1 / 3))
+                              ratio, 1 / 3, "1/3"))
     local = results.get("local_model", {})
     goals.append(Goal("P6", "local model: cached / all prompt tokens, BALROG window",
                       _dig(local, "totals", "cached_fraction"), "report", None))
