@@ -184,8 +184,10 @@ images:
 kube-test: install
 	$(PY) deploy/kube_test.py
 
+# BENCH_ARGS: options of benchmarks.run, e.g. BENCH_ARGS="--balrog-checkout ~/BALROG" to run
+# BALROG's own evaluator beside Moria on workload A (docs/performance.md)
 bench: install
-	$(PY) -m benchmarks.run
+	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
