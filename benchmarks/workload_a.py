@@ -252,12 +252,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--workers", type=positive_int, nargs="+", default=[16, 50])
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--repeat", type=int, default=1,
+    parser.add_argument("--repeat", type=positive_int, default=1,
                         help="passes over the settings (alternating Moria and BALROG)")
     add_balrog_arguments(parser)
     args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error(f"--repeat must be at least 1, got {args.repeat}")
     balrog = balrog_from(args, parser)
     rows = run(args.workers, args.latency, balrog, args.balrog_workers, args.repeat)
     ratio = side_by_side(rows)
