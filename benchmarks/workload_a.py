@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,18 +97,31 @@ class TreeSampler:
         return totals
 
 
-def measure(command: list[str], cwd: Path | None = None,
-            pss_interval_s: float = 0.2) -> dict[str, Any]:
+#: A workload A run that has not finished after this many seconds is stopped (BALROG's slowest
+#: seen here took 93 s, Moria's with 16 workers 49 s).
+TIMEOUT_S = 1800.0
+
+
+def measure(command: list[str], cwd: Path | None = None, pss_interval_s: float = 0.2,
+            timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """Run ``command`` (stdout discarded) and measure it: ``wall_s``, ``cpu_s`` (user + system
     of the whole process tree: every descendant is waited for by its parent, so this
     process's children times hold it), ``cpu_s_by_process`` (per ``role_of``),
     ``peak_pss_mb`` of the tree (sampled every ``pss_interval_s``), ``returncode`` and
-    ``stderr_tail`` (its last 2,000 characters)."""
+    ``stderr_tail`` (its last 2,000 characters). Raises RuntimeError, after killing its
+    process group, when it runs longer than ``timeout_s`` seconds."""
     before = os.times()
     start = time.perf_counter()
     with subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True) as proc, TreeSampler(proc.pid, pss_interval_s) as sampler:
-        _, err = proc.communicate()
+                          text=True, start_new_session=True) as proc, \
+            TreeSampler(proc.pid, pss_interval_s) as sampler:
+        try:
+            _, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise RuntimeError(f"{' '.join(command[:3])} ... did not finish in {timeout_s:g} s; "
+                               "stopped") from None
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (

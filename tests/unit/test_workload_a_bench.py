@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks import balrog_side, workload_a
@@ -128,3 +129,20 @@ def test_no_episode_file_is_an_error(tmp_path: Path) -> None:
         balrog_side.read_balrog_episodes(tmp_path)
     (tmp_path / "x_run_00.json").write_text(json.dumps({"num_steps": 3}))
     assert balrog_side.read_balrog_episodes(tmp_path) == [{"num_steps": 3}]
+
+
+def test_a_run_past_its_time_is_stopped_with_its_children(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    script = tmp_path / "endless.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n")
+    with pytest.raises(RuntimeError, match=re.escape("did not finish in 5 s; stopped")):
+        workload_a.measure([sys.executable, str(script)], timeout_s=5)
+    # the run's own child is gone too (killed with its process group, then reaped by init)
+    try:
+        psutil.Process(int(pid_file.read_text())).wait(timeout=30)
+    except psutil.NoSuchProcess:
+        pass
