@@ -122,6 +122,9 @@ def measure(command: list[str], cwd: Path | None = None, pss_interval_s: float =
             proc.communicate()
             raise RuntimeError(f"{' '.join(command[:3])} ... did not finish in {timeout_s:g} s; "
                                "stopped") from None
+        except BaseException:  # Ctrl-C: its own session hears no terminal signal
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     wall = time.perf_counter() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (
