@@ -6,6 +6,7 @@ tree's CPU is counted; BALROG itself cannot be in the repository."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -142,7 +143,5 @@ def test_a_run_past_its_time_is_stopped_with_its_children(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError, match=re.escape("did not finish in 5 s; stopped")):
         workload_a.measure([sys.executable, str(script)], timeout_s=5)
     # the run's own child is gone too (killed with its process group, then reaped by init)
-    try:
+    with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(int(pid_file.read_text())).wait(timeout=30)
-    except psutil.NoSuchProcess:
-        pass
