@@ -8,7 +8,7 @@ OpenAI-compatible server as Moria (``client.client_name=vllm``), with only
 ``eval.num_workers`` changed. BALROG's results go to a temporary folder; BALROG writes its
 own log to ``eval.log`` in the checkout (its Hydra settings run it in the working folder).
 
-The figures are read the same way as Moria's (``benchmarks.workload_a.measure``): wall
+The figures are read the same way as Moria's (``benchmarks.process_tree.measure``): wall
 seconds, CPU seconds of the whole process tree (BALROG's worker processes included), peak
 proportional set size (PSS) of the tree (sampled every second: reading 33 processes' memory
 takes most of a second of CPU on these machines), and the steps of the episode files BALROG wrote
@@ -18,10 +18,13 @@ takes most of a second of CPU on these machines), and the steps of the episode f
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchmarks.process_tree import measure
 
 
 class BalrogSetupError(ValueError):
@@ -53,17 +56,18 @@ class BalrogCheckout:
         return cls(root, interpreter)
 
     def commit(self) -> str:
-        """The checkout's commit (``HEAD``), or ``unknown`` when it is not a git work tree."""
-        head = self.root / ".git" / "HEAD"
-        try:
-            ref = head.read_text().strip()
-        except OSError:
-            stamp = self.root / "COMMIT"  # an exported tree may carry its commit in this file
-            return stamp.read_text().strip() if stamp.is_file() else "unknown"
-        if ref.startswith("ref: "):
-            target = self.root / ".git" / ref[5:]
-            return target.read_text().strip() if target.is_file() else "unknown"
-        return ref
+        """The checkout's commit (``git rev-parse HEAD``); for a tree exported without git,
+        the contents of its ``COMMIT`` file; else ``unknown``."""
+        if (self.root / ".git").exists():  # not an outer repository's HEAD
+            try:
+                done = subprocess.run(["git", "-C", str(self.root), "rev-parse", "HEAD"],
+                                      capture_output=True, text=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                done = None
+            if done is not None and done.returncode == 0:
+                return done.stdout.strip()
+        stamp = self.root / "COMMIT"
+        return stamp.read_text().strip() if stamp.is_file() else "unknown"
 
 
 def balrog_command(checkout: BalrogCheckout, base_url: str, workers: int,
@@ -90,17 +94,13 @@ def read_balrog_episodes(out: Path) -> list[dict[str, Any]]:
     return episodes
 
 
-#: Workload A's episodes: BALROG's five BabyAI tasks x its default 10 episodes each.
-EPISODES = 50
-
-
-def run_once(checkout: BalrogCheckout, base_url: str, workers: int) -> dict[str, Any]:
+def run_once(checkout: BalrogCheckout, base_url: str, workers: int, *,
+             episodes: int) -> dict[str, Any]:
     """One BALROG run of workload A with ``eval.num_workers=workers``; its figures in the
-    shape of Moria's rows (``system`` = ``balrog``, without the per-process split). Raises
-    RuntimeError when BALROG exits non-zero or writes other than ``EPISODES`` episode files
-    (its ``eval.py`` exits 0 when a worker fails)."""
-    from benchmarks.workload_a import measure
-
+    shape of Moria's rows (``system`` = ``balrog``, without the per-process split).
+    ``episodes`` is what BALROG's defaults play (``benchmarks.workload_a.EPISODES``). Raises
+    RuntimeError when BALROG exits non-zero or writes another number of episode files (its
+    ``eval.py`` exits 0 when a worker fails)."""
     with tempfile.TemporaryDirectory(prefix="moria-balrog-side-") as tmp:
         out = Path(tmp)
         # its 33 processes: sampling their memory every 0.2 s would take a tenth of a core
@@ -109,14 +109,14 @@ def run_once(checkout: BalrogCheckout, base_url: str, workers: int) -> dict[str,
         if figures["returncode"] != 0:
             raise RuntimeError(f"BALROG's eval.py exited {figures['returncode']}: "
                                f"{figures['stderr_tail']}")
-        episodes = read_balrog_episodes(out)
-    if len(episodes) != EPISODES:
-        raise RuntimeError(f"BALROG wrote {len(episodes)} episode files, not {EPISODES}: a "
+        written = read_balrog_episodes(out)
+    if len(written) != episodes:
+        raise RuntimeError(f"BALROG wrote {len(written)} episode files, not {episodes}: a "
                            f"worker failed (its eval.log in {checkout.root} says why)")
-    steps = sum(int(e["num_steps"]) for e in episodes)
+    steps = sum(int(e["num_steps"]) for e in written)
     return {"system": "balrog", "balrog_commit": checkout.commit(), "num_workers": workers,
-            "episodes": len(episodes), "steps": steps,
+            "episodes": len(written), "steps": steps,
             "wall_s": figures["wall_s"], "cpu_s": figures["cpu_s"],
             "cpu_ms_per_step": round(1000 * figures["cpu_s"] / max(steps, 1), 2),
             "peak_pss_mb": figures["peak_pss_mb"],
-            "longest_episode_steps": max(int(e["num_steps"]) for e in episodes)}
+            "longest_episode_steps": max(int(e["num_steps"]) for e in written)}

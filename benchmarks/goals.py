@@ -53,6 +53,13 @@ def _at_most(goal: str, measure: str, value: float | None, target: float,
                 None if value is None else value <= target)
 
 
+def best_row(rows: list[dict[str, Any]], system: str) -> dict[str, Any] | None:
+    """The workload A row of ``system`` (``moria`` or ``balrog``; rows without a ``system``
+    are Moria's, as written before BALROG ran beside it) with the least wall time, or None."""
+    mine = [r for r in rows if r.get("system", "moria") == system]
+    return min(mine, key=lambda r: r["wall_s"]) if mine else None
+
+
 def evaluate(results: dict[str, Any], balrog_best_wall_s: float | None = None) -> list[Goal]:
     """The goals, from the ``results`` dict that ``benchmarks.run`` writes; P3's ratio uses
     ``balrog_best_wall_s`` when given, else the best of BALROG's workload A rows in
@@ -70,10 +77,9 @@ def evaluate(results: dict[str, Any], balrog_best_wall_s: float | None = None) -
                           _dig(results, "concurrent_episodes_fixed_latency", "wall_over_ideal"),
                           1.15))
     rows = [r for r in results.get("workload_a", []) if isinstance(r, dict)]
-    moria = [r for r in rows if r.get("system", "moria") == "moria"]
-    balrog = [float(r["wall_s"]) for r in rows if r.get("system") == "balrog"]
-    balrog_best_wall_s = balrog_best_wall_s or (min(balrog) if balrog else None)
-    best = min(moria, key=lambda r: r["wall_s"]) if moria else None
+    best, balrog = best_row(rows, "moria"), best_row(rows, "balrog")
+    balrog_best_wall_s = balrog_best_wall_s or (None if balrog is None
+                                                else float(balrog["wall_s"]))
     workers = f" ({best['num_workers']} workers)" if best else ""
     goals.append(Goal("P3", f"workload A wall / ideal{workers}",
                       None if best is None else float(best["wall_over_ideal"]),

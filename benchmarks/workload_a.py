@@ -20,14 +20,13 @@ line gives Moria's best wall time over BALROG's. It asserts nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,120 +34,33 @@ import psutil
 
 from benchmarks.balrog_side import BalrogCheckout, BalrogSetupError
 from benchmarks.balrog_side import run_once as balrog_once
+from benchmarks.goals import best_row
+from benchmarks.process_tree import measure
 from benchmarks.run import _announced_url, eval_command, read_episodes
 
-TASKS = ",".join(f"BabyAI-MixedTrainLocal-v0/{kind}"
-                 for kind in ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to"))
+#: BALROG's five BabyAI tasks, each played ``EPISODES_PER_TASK`` times (BALROG's default).
+TASK_KINDS = ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to")
+TASKS = ",".join(f"BabyAI-MixedTrainLocal-v0/{kind}" for kind in TASK_KINDS)
+EPISODES_PER_TASK = 10
+EPISODES = len(TASK_KINDS) * EPISODES_PER_TASK
 
 
-#: Process role by a word of its command line (the local stack's servers are child processes).
-ROLES = (("agent_server", "policy_server"), ("env_server", "env_server"))
-
-
-def role_of(cmdline: list[str]) -> str:
-    """``policy_server``, ``env_server`` or ``orchestrator`` (anything else in the tree)."""
-    joined = " ".join(cmdline)
-    return next((role for word, role in ROLES if word in joined), "orchestrator")
-
-
-class TreeSampler:
-    """Samples the peak PSS (bytes) of a process and its descendants until stopped, and the
-    last CPU seconds (user + system) seen of each, summed per role (``role_of``): a server's
-    final figure may miss up to one interval before it exits."""
-
-    def __init__(self, pid: int, interval_s: float = 0.2) -> None:
-        self.root = psutil.Process(pid)
-        self.interval_s = interval_s
-        self.peak_pss = 0
-        self._cpu: dict[int, tuple[str, float]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = 0
-            try:
-                for proc in [self.root, *self.root.children(recursive=True)]:
-                    try:
-                        total += proc.memory_full_info().pss
-                        times = proc.cpu_times()
-                        role = self._cpu.get(proc.pid, (role_of(proc.cmdline()), 0.0))[0]
-                        self._cpu[proc.pid] = (role, times.user + times.system)
-                    except (psutil.NoSuchProcess, psutil.AccessDenied):
-                        continue
-            except psutil.NoSuchProcess:
-                return
-            self.peak_pss = max(self.peak_pss, total)
-            self._stop.wait(self.interval_s)
-
-    def cpu_by_role(self) -> dict[str, float]:
-        """CPU seconds per role, as last sampled."""
-        totals: dict[str, float] = {}
-        for role, seconds in self._cpu.values():
-            totals[role] = round(totals.get(role, 0.0) + seconds, 2)
-        return totals
-
-
-#: A workload A run that has not finished after this many seconds is stopped (BALROG's slowest
-#: seen here took 93 s, Moria's with 16 workers 49 s).
-TIMEOUT_S = 1800.0
-
-
-def measure(command: list[str], cwd: Path | None = None, pss_interval_s: float = 0.2,
-            timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
-    """Run ``command`` (stdout discarded) and measure it: ``wall_s``, ``cpu_s`` (user + system
-    of the whole process tree: every descendant is waited for by its parent, so this
-    process's children times hold it), ``cpu_s_by_process`` (per ``role_of``),
-    ``peak_pss_mb`` of the tree (sampled every ``pss_interval_s``), ``returncode`` and
-    ``stderr_tail`` (its last 2,000 characters). Raises RuntimeError, after killing its
-    process group, when it runs longer than ``timeout_s`` seconds."""
-    before = os.times()
-    start = time.perf_counter()
-    with subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True) as proc, \
-            TreeSampler(proc.pid, pss_interval_s) as sampler:
-        try:
-            _, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise RuntimeError(f"{' '.join(command[:3])} ... did not finish in {timeout_s:g} s; "
-                               "stopped") from None
-        except BaseException:  # Ctrl-C: its own session hears no terminal signal
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    wall = time.perf_counter() - start
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system)
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "cpu_s_by_process": sampler.cpu_by_role(),
-            "peak_pss_mb": round(sampler.peak_pss / 2**20), "returncode": proc.returncode,
-            "stderr_tail": err[-2000:]}
-
-
-def run_once(base_url: str, workers: int, out: Path) -> dict[str, Any]:
-    """One ``moria eval`` of workload A with ``eval.num_workers=workers``; its figures.
-    ``base_url`` is the fake server's OpenAI base URL (``http://127.0.0.1:<port>/v1``).
-    Raises RuntimeError when the run fails."""
-    command = eval_command(out, "envs.names=babyai", f"tasks.babyai_tasks=[{TASKS}]",
-                           "eval.num_episodes.babyai=10", "client.client_name=vllm",
-                           f"client.base_url={base_url}", "client.model_id=fake",
-                           f"eval.num_workers={workers}")
-    figures = measure(command)
-    if figures["returncode"] != 0:
-        raise RuntimeError(f"moria eval exited {figures['returncode']}: "
-                           f"{figures['stderr_tail']}")
-    summary = json.loads((out / "summary.json").read_text())
-    episodes = read_episodes(out)
+def run_once(base_url: str, workers: int) -> dict[str, Any]:
+    """One ``moria eval`` of workload A with ``eval.num_workers=workers`` (results in a
+    temporary folder); its figures. ``base_url`` is the fake server's OpenAI base URL
+    (``http://127.0.0.1:<port>/v1``). Raises RuntimeError when the run fails."""
+    with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as tmp:
+        out = Path(tmp)
+        command = eval_command(out, "envs.names=babyai", f"tasks.babyai_tasks=[{TASKS}]",
+                               f"eval.num_episodes.babyai={EPISODES_PER_TASK}",
+                               "client.client_name=vllm", f"client.base_url={base_url}",
+                               "client.model_id=fake", f"eval.num_workers={workers}")
+        figures = measure(command)
+        if figures["returncode"] != 0:
+            raise RuntimeError(f"moria eval exited {figures['returncode']}: "
+                               f"{figures['stderr_tail']}")
+        summary = json.loads((out / "summary.json").read_text())
+        episodes = read_episodes(out)
     steps = sum(e.num_steps for e in episodes)
     longest = max(e.num_steps for e in episodes)
     return {"system": "moria", "num_workers": workers, "episodes": len(episodes),
@@ -185,15 +97,15 @@ def run(workers: list[int], latency: float = 0.1, balrog: BalrogCheckout | None 
     rows = []
     try:
         base_url = _announced_url(fake)
+        runners: dict[str, Callable[[int], dict[str, Any]]] = {
+            "moria": functools.partial(run_once, base_url)}
+        if balrog is not None:
+            runners["balrog"] = functools.partial(balrog_once, balrog, base_url,
+                                                  episodes=EPISODES)
         for system, count in plan:
             load = os.getloadavg()
             fake_cpu = sum(psutil.Process(fake.pid).cpu_times()[:2])
-            if system == "balrog":
-                assert balrog is not None
-                row = balrog_once(balrog, base_url, count)
-            else:
-                with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as out:
-                    row = run_once(base_url, count, Path(out))
+            row = runners[system](count)
             row["ideal_s"] = round(row["longest_episode_steps"] * latency, 2)
             row["wall_over_ideal"] = round(row["wall_s"] / row["ideal_s"], 2)
             row["load_average_before"] = [round(x, 2) for x in load]
@@ -211,18 +123,13 @@ def side_by_side(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Moria's best wall time over BALROG's best, from one sitting's rows (None without a
     row of each): ``{"moria_best_wall_s", "balrog_best_wall_s", "ratio", ...}``, each best
     with its ``eval.num_workers``."""
-    best = {}
-    for system in ("moria", "balrog"):
-        mine = [r for r in rows if r.get("system") == system]
-        if not mine:
-            return None
-        best[system] = min(mine, key=lambda r: r["wall_s"])
-    return {"moria_best_wall_s": best["moria"]["wall_s"],
-            "moria_best_workers": best["moria"]["num_workers"],
-            "balrog_best_wall_s": best["balrog"]["wall_s"],
-            "balrog_best_workers": best["balrog"]["num_workers"],
-            "balrog_commit": best["balrog"].get("balrog_commit", "unknown"),
-            "ratio": round(best["moria"]["wall_s"] / best["balrog"]["wall_s"], 3)}
+    moria, balrog = best_row(rows, "moria"), best_row(rows, "balrog")
+    if moria is None or balrog is None:
+        return None
+    return {"moria_best_wall_s": moria["wall_s"], "moria_best_workers": moria["num_workers"],
+            "balrog_best_wall_s": balrog["wall_s"], "balrog_best_workers": balrog["num_workers"],
+            "balrog_commit": balrog.get("balrog_commit", "unknown"),
+            "ratio": round(moria["wall_s"] / balrog["wall_s"], 3)}
 
 
 def positive_int(text: str) -> int:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from benchmarks import balrog_side, workload_a
+from benchmarks import balrog_side, process_tree, workload_a
 from benchmarks.goals import evaluate
 
 STAND_IN = '''
@@ -37,14 +40,21 @@ sys.exit(int(args["eval.num_workers"] == "13"))
 
 
 def _checkout(tmp_path: Path) -> balrog_side.BalrogCheckout:
+    """A stand-in checkout: a git work tree with ``eval.py`` and BALROG's config file."""
     root = tmp_path / "BALROG"
     (root / "balrog" / "config").mkdir(parents=True)
     (root / "balrog" / "config" / "config.yaml").write_text("eval: {}\n")
     (root / "eval.py").write_text(STAND_IN)
-    (root / ".git" / "refs" / "heads").mkdir(parents=True)
-    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (root / ".git" / "refs" / "heads" / "main").write_text("af7d1f17e0de\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "stand-in"], check=True)
     return balrog_side.BalrogCheckout.at(root, sys.executable)
+
+
+def _head(checkout: balrog_side.BalrogCheckout) -> str:
+    return subprocess.run(["git", "-C", str(checkout.root), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
 
 
 def test_schedule_alternates_the_two_systems_in_each_pass() -> None:
@@ -86,7 +96,7 @@ def test_a_checkout_needs_eval_py_its_config_and_an_interpreter(tmp_path: Path) 
     with pytest.raises(balrog_side.BalrogSetupError, match=re.escape("eval.py is missing")):
         balrog_side.BalrogCheckout.at(tmp_path)
     checkout = _checkout(tmp_path)
-    assert checkout.commit() == "af7d1f17e0de"
+    assert checkout.commit() == _head(checkout) and len(checkout.commit()) == 40
     with pytest.raises(balrog_side.BalrogSetupError, match="no Python interpreter at"):
         balrog_side.BalrogCheckout.at(checkout.root, tmp_path / "nope" / "python")
     (checkout.root / "balrog" / "config" / "config.yaml").unlink()
@@ -94,10 +104,20 @@ def test_a_checkout_needs_eval_py_its_config_and_an_interpreter(tmp_path: Path) 
         balrog_side.BalrogCheckout.at(checkout.root, sys.executable)
 
 
+def test_an_exported_tree_names_its_commit_by_its_commit_file(tmp_path: Path) -> None:
+    root = _checkout(tmp_path).root
+    shutil.rmtree(root / ".git")
+    exported = balrog_side.BalrogCheckout.at(root, sys.executable)
+    assert exported.commit() == "unknown"
+    (root / "COMMIT").write_text("af7d1f17e0deec3a7a0e334beae5f11b7a21371b\n")
+    assert exported.commit() == "af7d1f17e0deec3a7a0e334beae5f11b7a21371b"
+
+
 def test_run_once_measures_the_whole_tree_and_reads_balrog_s_files(tmp_path: Path) -> None:
     checkout = _checkout(tmp_path)
-    row = balrog_side.run_once(checkout, "http://127.0.0.1:9/v1", 32)
-    assert row["system"] == "balrog" and row["balrog_commit"] == "af7d1f17e0de"
+    row = balrog_side.run_once(checkout, "http://127.0.0.1:9/v1", 32,
+                               episodes=workload_a.EPISODES)
+    assert row["system"] == "balrog" and row["balrog_commit"] == _head(checkout)
     assert (row["episodes"], row["steps"], row["longest_episode_steps"]) == (50, 5120, 128)
     # the child's loop alone takes well over 0.05 s of CPU; it is counted in the tree's
     assert row["cpu_s"] >= 0.05 and row["wall_s"] > 0 and row["peak_pss_mb"] >= 0
@@ -117,9 +137,9 @@ def test_the_command_line_is_balrog_s_hydra_overrides(tmp_path: Path) -> None:
 def test_a_failed_balrog_run_is_an_error_with_its_output(tmp_path: Path) -> None:
     checkout = _checkout(tmp_path)
     with pytest.raises(RuntimeError, match=re.escape("eval.py exited 1")):
-        balrog_side.run_once(checkout, "http://127.0.0.1:9/v1", 13)
+        balrog_side.run_once(checkout, "http://127.0.0.1:9/v1", 13, episodes=50)
     with pytest.raises(RuntimeError, match="wrote 49 episode files, not 50: a worker failed"):
-        balrog_side.run_once(checkout, "http://127.0.0.1:9/v1", 7)
+        balrog_side.run_once(checkout, "http://127.0.0.1:9/v1", 7, episodes=50)
 
 
 def test_no_episode_file_is_an_error(tmp_path: Path) -> None:
@@ -132,16 +152,29 @@ def test_no_episode_file_is_an_error(tmp_path: Path) -> None:
     assert balrog_side.read_balrog_episodes(tmp_path) == [{"num_steps": 3}]
 
 
-def test_a_run_past_its_time_is_stopped_with_its_children(tmp_path: Path) -> None:
+def test_a_run_past_its_time_is_stopped_and_reported() -> None:
+    with pytest.raises(RuntimeError, match=re.escape("did not finish in 0.5 s; stopped")):
+        process_tree.measure([sys.executable, "-c", "import time; time.sleep(600)"],
+                             timeout_s=0.5)
+
+
+def test_stop_group_kills_the_run_s_children_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
-    script = tmp_path / "endless.py"
-    script.write_text(
-        "import subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
-        "time.sleep(600)\n")
-    with pytest.raises(RuntimeError, match=re.escape("did not finish in 5 s; stopped")):
-        workload_a.measure([sys.executable, str(script)], timeout_s=5)
-    # the run's own child is gone too (killed with its process group, then reaped by init)
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+              f"open({str(pid_file) + '.tmp'!r}, 'w').write(str(child.pid))\n"
+              f"import os; os.replace({str(pid_file) + '.tmp'!r}, {str(pid_file)!r})\n"
+              "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        for _ in range(600):  # the grandchild runs once its pid is written (at most 60 s)
+            if pid_file.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        grandchild = psutil.Process(int(pid_file.read_text()))
+    finally:
+        process_tree.stop_group(proc)
+        proc.wait(timeout=30)
+    # gone within 30 s (killed, then reaped by init); psutil.TimeoutExpired fails the test
     with contextlib.suppress(psutil.NoSuchProcess):
-        psutil.Process(int(pid_file.read_text())).wait(timeout=30)
+        grandchild.wait(timeout=30)
