@@ -199,7 +199,7 @@ def _announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str
 
 def main() -> None:
     """Run the suite and print/write the figures."""
-    from benchmarks.workload_a import add_balrog_arguments, balrog_from
+    from benchmarks.workload_a import add_balrog_arguments, balrog_from, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4000, help="steps per throughput figure")
@@ -210,19 +210,16 @@ def main() -> None:
     parser.add_argument("--balrog-best-wall-s", type=float, default=None,
                         help="BALROG's best wall time on workload A measured in the same sitting "
                         "(seconds; see README): adds the P3 ratio to the goals table")
-    parser.add_argument("--workload-a-repeat", type=int, default=1,
+    parser.add_argument("--workload-a-repeat", type=positive_int, default=1,
                         help="passes of workload A (with --balrog-checkout: Moria and BALROG "
                         "alternated)")
     add_balrog_arguments(parser)
     parser.add_argument("--tw-games", type=int, default=2,
                         help="TextWorld games generated per family for the generation cost")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=positive_int, default=3,
                         help="alternated rounds of the P1 figures (in-process vs through the "
                         "Env server); their medians are reported, each round's ratio beside")
     args = parser.parse_args()
-    for flag in ("rounds", "workload_a_repeat"):
-        if (value := getattr(args, flag)) < 1:
-            parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
     balrog = balrog_from(args, parser)
     suites = set(args.suites.split(","))
     unknown = suites - set(SUITES)
