@@ -48,7 +48,8 @@ EPISODES = len(TASK_KINDS) * EPISODES_PER_TASK
 def run_once(base_url: str, workers: int) -> dict[str, Any]:
     """One ``moria eval`` of workload A with ``eval.num_workers=workers`` (results in a
     temporary folder); its figures. ``base_url`` is the fake server's OpenAI base URL
-    (``http://127.0.0.1:<port>/v1``). Raises RuntimeError when the run fails."""
+    (``http://127.0.0.1:<port>/v1``). Raises RuntimeError when the run fails or scores other
+    than ``EPISODES`` episodes."""
     with tempfile.TemporaryDirectory(prefix="moria-workload-a-") as tmp:
         out = Path(tmp)
         command = eval_command(out, "envs.names=babyai", f"tasks.babyai_tasks=[{TASKS}]",
@@ -61,6 +62,10 @@ def run_once(base_url: str, workers: int) -> dict[str, Any]:
                                f"{figures['stderr_tail']}")
         summary = json.loads((out / "summary.json").read_text())
         episodes = read_episodes(out)
+    scored = summary["outcome"]["episodes_scored"]
+    if len(episodes) != EPISODES or scored != EPISODES:
+        raise RuntimeError(f"moria eval wrote {len(episodes)} episodes and scored {scored}, "
+                           f"not {EPISODES}: its figures would not be workload A's")
     steps = sum(e.num_steps for e in episodes)
     longest = max(e.num_steps for e in episodes)
     return {"system": "moria", "num_workers": workers, "episodes": len(episodes),
@@ -68,7 +73,7 @@ def run_once(base_url: str, workers: int) -> dict[str, Any]:
             "cpu_ms_per_step": round(1000 * figures["cpu_s"] / max(steps, 1), 2),
             "cpu_s_by_process": figures["cpu_s_by_process"],
             "peak_pss_mb": figures["peak_pss_mb"], "longest_episode_steps": longest,
-            "episodes_scored": summary["outcome"]["episodes_scored"]}
+            "episodes_scored": scored}
 
 
 def schedule(workers: list[int], balrog_workers: list[int], repeat: int) -> list[tuple[str, int]]:
