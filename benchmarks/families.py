@@ -166,8 +166,10 @@ class ServerFigures:
 
 
 async def server_figures(family_name: str, task: str, steps: int, sessions: int,
-                         seeds: Sequence[int] = (0, 1, 2, 3)) -> ServerFigures:
-    """Through an Env server process hosting ``family_name``, ``sessions`` at once.
+                         seeds: Sequence[int] = (0, 1, 2, 3),
+                         env_args: Sequence[str] = ()) -> ServerFigures:
+    """Through an Env server process hosting ``family_name`` (started with the extra flags
+    ``env_args``, e.g. ``("--isolate", "")``), ``sessions`` at once.
 
     The sessions are opened before the clock starts, as ``inprocess_figures`` opens its game
     before its clock: steps/s is the per-step cost of both paths (episode resets included in
@@ -177,7 +179,8 @@ async def server_figures(family_name: str, task: str, steps: int, sessions: int,
 
     oracle = _free_text(family_name, task, seeds[0])
     with tempfile.TemporaryDirectory() as logs:
-        async with LocalStack([family_name], Path(logs), with_agent=False) as stack:
+        async with LocalStack([family_name], Path(logs), with_agent=False,
+                              env_args=env_args) as stack:
             # warm up: the channel, the server's imports, worker processes
             warm = await _open_session(stack.env_target, family_name, task, seeds, 0, oracle)
             await _play(warm, 3, seeds)

@@ -6,7 +6,9 @@
   observation keys (no text), the family's game in-process (text rendering every step), and the
   game through an Env server process whose games run in worker processes (1 and 8 sessions),
   the sessions opened before the clock starts as the in-process game is, and the seconds to open
-  them (a worker process and the game's construction each) as their own figure;
+  them (a worker process and the game's construction each) as their own figure; the same
+  server figures again with ``--isolate ''`` (games in the server process, steps on its event
+  loop: faster, without per-session crash isolation), under ``without_workers``;
 - CPU microseconds per step: in-process, and through the server by process (the client driving
   the sessions, the Env server, the game workers), to show where a step's time goes;
 - memory per session: proportional set size (PSS) and unique set size (USS) of the game worker
@@ -21,6 +23,7 @@ import functools
 import random
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,13 +102,21 @@ def game_figures(task: str, steps: int) -> tuple[float, float]:
     return inprocess_figures(FAMILY_OF[task], task, steps, seeds=SEEDS)
 
 
-async def server_figures(task: str, steps: int, sessions: int) -> ServerFigures:
-    """Through an Env server process (games in worker processes), ``sessions`` at once:
+#: The Env server settings measured: its default (each game in a worker process) and
+#: ``--isolate ''`` (games in the server process, steps on its event loop), by figure suffix.
+SERVER_SETTINGS: dict[str, tuple[str, ...]] = {"": (), "_without_workers": ("--isolate", "")}
+
+
+async def server_figures(task: str, steps: int, sessions: int,
+                         env_args: Sequence[str] = ()) -> ServerFigures:
+    """Through an Env server process (by default games in worker processes; ``env_args``:
+    extra server flags, ``SERVER_SETTINGS``), ``sessions`` at once:
     ``benchmarks.families.ServerFigures`` (steps/s, seconds to open the sessions, CPU
     microseconds per step of the client, the server and the game workers)."""
     from benchmarks.families import server_figures as family_server_figures
 
-    return await family_server_figures(FAMILY_OF[task], task, steps, sessions, SEEDS)
+    return await family_server_figures(FAMILY_OF[task], task, steps, sessions, SEEDS,
+                                       env_args)
 
 
 def _workers_memory(server_pid: int) -> dict[str, float]:
@@ -174,15 +185,20 @@ async def memory_and_capacity(per_session_sample: int = 16) -> dict[str, Any]:
 
 def _round(task: str, steps: int) -> dict[str, Any]:
     """One round of the P1 figures of ``task``: the game in-process, then through the Env
-    server with 1 and with 8 sessions (steps/s, ratios, opening seconds, CPU per step)."""
+    server with 1 and with 8 sessions under each of ``SERVER_SETTINGS`` (steps/s, ratios,
+    opening seconds, CPU per step; keys suffixed with the setting's suffix)."""
     game, game_cpu_us = game_figures(task, steps)
-    one = aio.run(server_figures(task, steps, 1))
-    eight = aio.run(server_figures(task, steps, 8))
-    return {"in_process": game, "in_process_cpu": game_cpu_us,
-            "one": one.steps_per_s, "eight": eight.steps_per_s,
-            "one_ratio": one.steps_per_s / game, "eight_ratio": eight.steps_per_s / game,
-            "open_one_s": one.open_s, "open_eight_s": eight.open_s,
-            "one_cpu": one.cpu_us_per_step, "eight_cpu": eight.cpu_us_per_step}
+    row: dict[str, Any] = {"in_process": game, "in_process_cpu": game_cpu_us}
+    for suffix, env_args in SERVER_SETTINGS.items():
+        one = aio.run(server_figures(task, steps, 1, env_args))
+        eight = aio.run(server_figures(task, steps, 8, env_args))
+        row.update({
+            f"one{suffix}": one.steps_per_s, f"eight{suffix}": eight.steps_per_s,
+            f"one_ratio{suffix}": one.steps_per_s / game,
+            f"eight_ratio{suffix}": eight.steps_per_s / game,
+            f"open_one_s{suffix}": one.open_s, f"open_eight_s{suffix}": eight.open_s,
+            f"one_cpu{suffix}": one.cpu_us_per_step, f"eight_cpu{suffix}": eight.cpu_us_per_step})
+    return row
 
 
 def run(steps: int, rounds: int = 3) -> dict[str, Any]:
@@ -208,6 +224,18 @@ def run(steps: int, rounds: int = 3) -> dict[str, Any]:
             "open_8_sessions_s": median(rows, "open_eight_s"),
             "cpu_us_per_step": {"in_process": median(rows, "in_process_cpu", 1),
                                 "env_server_1_session": median_by_role(rows, "one_cpu"),
-                                "env_server_8_sessions": median_by_role(rows, "eight_cpu")}}
+                                "env_server_8_sessions": median_by_role(rows, "eight_cpu")},
+            # the same server figures with --isolate '' (SERVER_SETTINGS)
+            "without_workers": {
+                "env_server_1_session": median(rows, "one_without_workers", 1),
+                "env_server_8_sessions": median(rows, "eight_without_workers", 1),
+                "server_1_over_in_process": median(rows, "one_ratio_without_workers"),
+                "server_8_over_in_process": median(rows, "eight_ratio_without_workers"),
+                "server_1_over_in_process_rounds": spread(rows, "one_ratio_without_workers"),
+                "server_8_over_in_process_rounds": spread(rows, "eight_ratio_without_workers"),
+                "cpu_us_per_step": {
+                    "env_server_1_session": median_by_role(rows, "one_cpu_without_workers"),
+                    "env_server_8_sessions": median_by_role(rows,
+                                                            "eight_cpu_without_workers")}}}
     figures["memory_and_capacity"] = aio.run(memory_and_capacity())
     return figures

@@ -29,9 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_idle_timeout_argument(parser, what="sessions")
     parser.add_argument("--workers", type=int, default=8, help="game thread-pool size")
     parser.add_argument("--isolate", default=None,
-                        help="comma-separated families whose games run in worker processes "
-                        "(default: the families that ask for it, e.g. nle, minihack); "
-                        "'' for none")
+                        help="comma-separated families whose games run in worker processes, "
+                        "so a crashing game ends only its own session (default: the families "
+                        "that ask for it, e.g. nle, minihack); '' for none: faster "
+                        "steps, but a crash in a game's C code ends every session of the "
+                        "server")
     parser.add_argument("--max-action-chars", type=int, default=None,
                         help="an Action text longer than this many characters is judged an "
                         "invalid action: the game applies its default action (default 4096, "
@@ -53,6 +55,10 @@ async def serve(args: argparse.Namespace) -> None:
     drain = Drain()
     isolate = (None if args.isolate is None
                else [f.strip() for f in args.isolate.split(",") if f.strip()])
+    strays = [f for f in isolate or [] if f not in families]
+    if strays:
+        raise SystemExit(f"--isolate names {strays[0]!r}, which this server does not host; "
+                         f"hosted families: {', '.join(families)}")
     servicer = EnvServicer(families, drain=drain, capacity=args.capacity,
                            idle_timeout_s=args.idle_timeout, workers=args.workers,
                            process_families=isolate,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,16 +64,19 @@ class LocalStack:
     ``env_families``: the families the env server hosts. ``log_dir``: where child logs go.
     ``env_capacity``: the env server's session capacity (None: the server default).
     ``env_vars``: extra environment variables of the env server (``moria.families.
-    server_environment``: options it must know before any open).
+    server_environment``: options it must know before any open). ``env_args``: extra flags of
+    the env server (``moria serve env --help``), e.g. ``("--isolate", "")``.
     Use as ``async with LocalStack(...) as stack: stack.env_target, stack.policy_target``.
     """
 
     def __init__(self, env_families: list[str], log_dir: Path, *,
                  env_capacity: int | None = 256,
                  startup_timeout_s: float = 120.0, stop_grace_s: float = 10.0,
-                 with_agent: bool = True, env_vars: Mapping[str, str] | None = None):
+                 with_agent: bool = True, env_vars: Mapping[str, str] | None = None,
+                 env_args: Sequence[str] = ()):
         self.env_families = env_families
         self.env_vars = dict(env_vars or {})
+        self.env_args = list(env_args)
         self.with_agent = with_agent
         self.log_dir = log_dir
         self.env_capacity = env_capacity
@@ -98,8 +101,8 @@ class LocalStack:
         try:
             capacity = [] if self.env_capacity is None else ["--capacity",
                                                               str(self.env_capacity)]
-            self._spawn("env_server", ["--families", ",".join(self.env_families), *capacity],
-                        self.env_vars)
+            self._spawn("env_server", ["--families", ",".join(self.env_families), *capacity,
+                                       *self.env_args], self.env_vars)
             if self.with_agent:
                 self._spawn("agent_server", [])
             await asyncio.gather(*(self._wait_healthy(c) for c in self.children))

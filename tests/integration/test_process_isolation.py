@@ -3,7 +3,9 @@ fails only its own session (INTERNAL) while the server keeps serving."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 import signal
 
 import grpc
@@ -11,7 +13,7 @@ import pytest
 
 from env_server.families import FAMILIES
 from env_server.isolation import ProcessGame
-from moria.clients import EnvClient
+from moria.clients import EnvClient, EnvSession
 from moria.codecs import dict_from_struct, text_action
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
@@ -89,3 +91,41 @@ async def test_sigkill_of_a_worker_fails_only_its_session(monkeypatch) -> None:
         await survivor.close()
         info = await client.get_info()
         assert info.active_sessions == 0
+
+
+async def _random_trace(target: str, task: str, seed: int, steps: int,
+                        ) -> tuple[EnvSession, list[str]]:
+    """Open ``task`` with ``seed`` and take up to ``steps`` steps of actions drawn from its
+    action list by ``random.Random(seed)``: the open session and each step's text."""
+    session = EnvClient(target).session()
+    opened = await session.open(env_pb.OpenRequest(task=task, seed=seed))
+    agent = next(iter(opened.agents))
+    names = [a.name for a in opened.agents[agent].action_space.actions][:8]
+    rng, trace = random.Random(seed), []
+    for _ in range(steps):
+        step = await session.step({agent: text_action(rng.choice(names))})
+        trace.append(step.agents[agent].observation.text["long_term_context"])
+        if step.HasField("episode_end"):
+            break
+    return session, trace
+
+
+@pytest.mark.parametrize("task", ["nle:NetHackChallenge-v0", "minihack:MiniHack-MazeWalk-9x9-v0"])
+async def test_nethack_games_in_the_server_process_play_as_in_workers(task: str) -> None:
+    """``--isolate ''``: NLE and MiniHack games share the server process (NLE loads a copy of
+    its C library per game) and step on the event loop; three sessions played at once follow
+    the same trajectories as in worker processes."""
+    family = task.partition(":")[0]
+    traces = {}
+    for isolate in ((family,), ()):
+        async with env_server(families=(family,), process_families=isolate) as srv:
+            played = await asyncio.gather(*(_random_trace(srv.target, task, seed, 40)
+                                            for seed in (1, 2, 3)))
+            sessions = list(srv.servicer.sessions.values())
+            assert [s.inline_steps for s in sessions] == [not isolate] * 3
+            _worker_pid(srv.servicer, 3 if isolate else 0)  # asserts the worker count
+            for session, _ in played:
+                await session.close()
+            traces[isolate] = [trace for _, trace in played]
+    assert traces[(family,)] == traces[()]
+    assert all(len(trace) >= 10 for trace in traces[()])

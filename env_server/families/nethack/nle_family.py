@@ -72,8 +72,15 @@ class NLEFamily(Family):
 
     name = "nle"
     packages = ("nle",)
-    #: NLE holds global C state per instance and steps are heavy: one worker process per game.
+    #: One worker process per game, so a crash in NLE's C code ends only its own session. NLE
+    #: loads a private copy of its C library per game, so games can also share the server
+    #: process: an operator who prefers speed to that isolation starts the server with
+    #: ``--isolate ''`` (docs/performance.md, "NetHack families: worker processes or inline").
     isolation = "process"
+    #: Without worker processes, steps run on the event loop: the game pool's thread hop
+    #: cost about 0.2 ms a step (the session's handling of a step, no gRPC, 0.66-0.71 ms on
+    #: the pool against 0.45-0.53 on the loop, measured 2026-11-28) and buys no parallelism.
+    inline_steps = True
     preload = (
         "nle.env.tasks",
         "env_server.families.nethack.nle_family",
