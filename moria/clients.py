@@ -160,7 +160,10 @@ class _Lockstep:
             with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError, RuntimeError):
                 await self._call.done_writing()
             try:
-                await asyncio.wait_for(self._call.code(), grace_s)
+                # a timeout scope, not wait_for: no task per close (0.18 ms of client CPU per
+                # episode's open and close, 2.60 against 2.42 ms, measured 2026-11-28)
+                async with asyncio.timeout(grace_s):
+                    await self._call.code()
             except (TimeoutError, grpc.aio.AioRpcError):
                 pass
             finally:
