@@ -61,7 +61,7 @@ async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> Non
         async with env_server() as env, policy_server() as pol:
             code, _, err = await moria(
                 "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN}",
-                "client.client_name=vllm", f"client.base_url={model.base_url}/v1",
+                "client.client_name=vllm", f"client.base_url={model.base_url}",
                 "client.model_id=m", "envs.names=babyai",
                 "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
                 "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=3", "--no-progress",

@@ -30,7 +30,7 @@ TASKS = ("BabyAI-MixedTrainLocal-v0/goto", "BabyAI-MixedTrainLocal-v0/pickup")
 def failing_model_overrides(base_url: str) -> list[str]:
     """A run of one episode per task whose model answers every chat call with HTTP 500 (the
     fake is scripted per test) and gives up at once."""
-    return ["agent.type=naive", "client.client_name=vllm", f"client.base_url={base_url}/v1",
+    return ["agent.type=naive", "client.client_name=vllm", f"client.base_url={base_url}",
             "client.model_id=m",
             "client.max_retries=0", "client.delay=0.01", "envs.names=babyai",
             f"tasks.babyai_tasks=[{','.join(TASKS)}]", "eval.num_episodes.babyai=1",
@@ -182,12 +182,12 @@ async def test_a_refused_key_stops_the_run_at_preflight(
     with _KeyRefusingOpenAI() as model:
         async with env_server() as env, policy_server() as pol:
             code, _, err = await moria(
-                "eval", "client.client_name=openai", f"client.base_url={model.base_url}/v1",
+                "eval", "client.client_name=openai", f"client.base_url={model.base_url}",
                 "client.model_id=m", "envs.names=babyai", "eval.num_episodes.babyai=1",
                 "eval.output_dir=out", *servers(env, pol), "--no-progress", cwd=tmp_path)
         chat_calls = [r for r in model.requests if r.path.endswith("/chat/completions")]
     assert code == 2, err[-2000:]
-    assert f"openai endpoint {model.base_url}/v1/ refused the key" in err
+    assert f"openai endpoint {model.base_url}/ refused the key" in err
     assert "bad API key for openai (HTTP 401; check OPENAI_API_KEY)" in err
     assert "test-key-not-a-secret" not in err
     assert not chat_calls and not list((tmp_path / "out").rglob("*_run_*.json"))

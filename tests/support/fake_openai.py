@@ -91,8 +91,9 @@ class FakeOpenAI(fake_http.ScriptedHTTPServer[Behaviour, RecordedRequest]):
     def record(
         self, path: str, headers: dict[str, str], request: Any
     ) -> RecordedRequest | None:
-        """Chat-completion requests are recorded (and scripted); other paths are 404."""
-        if not path.rstrip("/").endswith("/chat/completions"):
+        """Chat-completion requests (``POST /v1/chat/completions``) are recorded (and
+        scripted); other paths are 404, so a client that doubles the ``/v1`` prefix fails."""
+        if path.split("?", 1)[0].rstrip("/") != "/v1/chat/completions":
             return None
         return RecordedRequest("POST", path, headers, request)
 
@@ -106,7 +107,7 @@ class FakeOpenAI(fake_http.ScriptedHTTPServer[Behaviour, RecordedRequest]):
 
     def handle_get(self, out: ScriptedHandler) -> None:
         """``GET /v1/models`` lists the one model; other paths are 404."""
-        if not out.path.rstrip("/").endswith("/models"):
+        if out.path.split("?", 1)[0].rstrip("/") != "/v1/models":
             out.send_json(404, self.not_found_body(out.path))
             return
         model = {"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}
