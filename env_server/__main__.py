@@ -55,15 +55,14 @@ async def serve(args: argparse.Namespace) -> None:
     drain = Drain()
     isolate = (None if args.isolate is None
                else [f.strip() for f in args.isolate.split(",") if f.strip()])
-    strays = [f for f in isolate or [] if f not in families]
-    if strays:
-        raise SystemExit(f"--isolate names {strays[0]!r}, which this server does not host; "
-                         f"hosted families: {', '.join(families)}")
-    servicer = EnvServicer(families, drain=drain, capacity=args.capacity,
-                           idle_timeout_s=args.idle_timeout, workers=args.workers,
-                           process_families=isolate,
-                           **({} if args.max_action_chars is None
-                              else {"max_action_chars": args.max_action_chars}))
+    try:
+        servicer = EnvServicer(families, drain=drain, capacity=args.capacity,
+                               idle_timeout_s=args.idle_timeout, workers=args.workers,
+                               process_families=isolate,
+                               **({} if args.max_action_chars is None
+                                  else {"max_action_chars": args.max_action_chars}))
+    except ValueError as exc:  # a bad --capacity, --idle-timeout, --isolate, ...
+        raise SystemExit(f"moria serve env: {exc}") from None
     serve_metrics_if_asked(args.metrics_address, servicer.metrics.registry)
     server = MoriaServer(
         [lambda s: env_service_pb2_grpc.add_EnvServiceServicer_to_server(servicer, s)],

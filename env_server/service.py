@@ -86,10 +86,12 @@ def progression_of(metrics: Mapping[str, Any]) -> float:
 class EnvServicer(env_grpc.EnvServiceServicer):
     """Hosts one or more families. ``capacity``: max concurrent sessions;
     ``idle_timeout_s``: idle reaper limit (seconds, > 0); ``workers``: game thread-pool size;
-    ``metrics``:
+    ``process_families``: the hosted families whose games run in worker processes (None: those
+    that declare ``isolation = "process"``); ``metrics``:
     where open sessions, steps and RPC errors are counted (default: a fresh ``Metrics`` with
     its own registry; serve ``servicer.metrics.registry`` with
-    ``moria.metrics.start_metrics_http``)."""
+    ``moria.metrics.start_metrics_http``). Raises ValueError on a bad setting (a capacity,
+    idle timeout or action cap out of range, a process family the server does not host)."""
 
     def __init__(self, families: Sequence[str], *, drain: Drain, capacity: int = 64,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, workers: int = 8,
@@ -108,13 +110,17 @@ class EnvServicer(env_grpc.EnvServiceServicer):
         if not idle_timeout_s > 0:
             raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s}")
         self.idle_timeout_s = idle_timeout_s
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="game")
-        self._open = 0
-        self._ids = itertools.count(1)
         #: families whose games run in worker processes (default: those that ask for it)
         self.process_families = set(
             process_families if process_families is not None
             else [n for n, f in self.families.items() if f.isolation == "process"])
+        strays = sorted(self.process_families - set(self.families))
+        if strays:  # a typo would leave the family it meant without worker processes
+            raise ValueError(f"process isolation asked for {strays[0]!r}, which this server "
+                             f"does not host; hosted families: {', '.join(self.families)}")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="game")
+        self._open = 0
+        self._ids = itertools.count(1)
         self.sessions: dict[str, _Session] = {}
         #: read once: package versions cannot change under a running server, and reading
         #: them (importlib.metadata scans site-packages) took milliseconds of the event loop
