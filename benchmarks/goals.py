@@ -75,7 +75,6 @@ def evaluate(results: dict[str, Any], balrog_best_wall_s: float | None = None) -
                                _dig(nethack, task, "server_1_over_in_process"), 0.3))
         goals.append(_at_least("P1", f"{family} Env server / in-process, 8 sessions",
                                _dig(nethack, task, "server_8_over_in_process"), 0.5))
-    for task, family in (("MiniHack-MazeWalk-9x9-v0", "MiniHack"), ("NetHackChallenge-v0", "NLE")):
         for sessions in (1, 8):  # the opt-in setting, shown beside the default it trades against
             goals.append(Goal(
                 "P1", f"{family}, {sessions} session{'s' * (sessions > 1)}, no worker "

@@ -201,41 +201,40 @@ def _round(task: str, steps: int) -> dict[str, Any]:
     return row
 
 
+def _server_medians(rows: list[dict[str, Any]], suffix: str) -> dict[str, Any]:
+    """The medians of ``_round``'s server figures under the setting of ``suffix``
+    (``SERVER_SETTINGS``), with each round's ratio beside them."""
+    return {
+        "env_server_1_session": median(rows, f"one{suffix}", 1),
+        "env_server_8_sessions": median(rows, f"eight{suffix}", 1),
+        "server_1_over_in_process": median(rows, f"one_ratio{suffix}"),
+        "server_8_over_in_process": median(rows, f"eight_ratio{suffix}"),
+        "server_1_over_in_process_rounds": spread(rows, f"one_ratio{suffix}"),
+        "server_8_over_in_process_rounds": spread(rows, f"eight_ratio{suffix}"),
+        "session_open_s": median(rows, f"open_one_s{suffix}"),
+        "open_8_sessions_s": median(rows, f"open_eight_s{suffix}"),
+        "cpu_us_per_step": {"env_server_1_session": median_by_role(rows, f"one_cpu{suffix}"),
+                            "env_server_8_sessions": median_by_role(rows, f"eight_cpu{suffix}")}}
+
+
 def run(steps: int, rounds: int = 3) -> dict[str, Any]:
     """All NetHack figures; the in-process and server figures in ``rounds`` alternated rounds
-    (``benchmarks.rounds``), reported as medians with each round's ratio beside them."""
+    (``benchmarks.rounds``), reported as medians with each round's ratio beside them: the
+    server's default setting at the top level of each task, every other setting of
+    ``SERVER_SETTINGS`` under its suffix's name (``without_workers``)."""
     figures: dict[str, Any] = {}
     for task in (MINIHACK, NLE):
         raw = raw_env_steps_per_s(task, steps * 4)
         rows = alternate(functools.partial(_round, task, steps), rounds)
         game = median(rows, "in_process", 1)
+        default = _server_medians(rows, "")
+        default["cpu_us_per_step"] = {"in_process": median(rows, "in_process_cpu", 1),
+                                      **default["cpu_us_per_step"]}
         figures[task] = {
             "text_rendering_cost": text_render_us(task, 1000),
             "raw_env_no_text": round(raw, 1), "game_in_process_text": game,
-            "env_server_1_session": median(rows, "one", 1),
-            "env_server_8_sessions": median(rows, "eight", 1),
-            "text_game_over_raw": round(game / raw, 3),
-            "rounds": rounds,
-            "server_1_over_in_process": median(rows, "one_ratio"),
-            "server_8_over_in_process": median(rows, "eight_ratio"),
-            "server_1_over_in_process_rounds": spread(rows, "one_ratio"),
-            "server_8_over_in_process_rounds": spread(rows, "eight_ratio"),
-            "session_open_s": median(rows, "open_one_s"),
-            "open_8_sessions_s": median(rows, "open_eight_s"),
-            "cpu_us_per_step": {"in_process": median(rows, "in_process_cpu", 1),
-                                "env_server_1_session": median_by_role(rows, "one_cpu"),
-                                "env_server_8_sessions": median_by_role(rows, "eight_cpu")},
-            # the same server figures with --isolate '' (SERVER_SETTINGS)
-            "without_workers": {
-                "env_server_1_session": median(rows, "one_without_workers", 1),
-                "env_server_8_sessions": median(rows, "eight_without_workers", 1),
-                "server_1_over_in_process": median(rows, "one_ratio_without_workers"),
-                "server_8_over_in_process": median(rows, "eight_ratio_without_workers"),
-                "server_1_over_in_process_rounds": spread(rows, "one_ratio_without_workers"),
-                "server_8_over_in_process_rounds": spread(rows, "eight_ratio_without_workers"),
-                "cpu_us_per_step": {
-                    "env_server_1_session": median_by_role(rows, "one_cpu_without_workers"),
-                    "env_server_8_sessions": median_by_role(rows,
-                                                            "eight_cpu_without_workers")}}}
+            "text_game_over_raw": round(game / raw, 3), "rounds": rounds, **default,
+            **{suffix.lstrip("_"): _server_medians(rows, suffix)
+               for suffix in SERVER_SETTINGS if suffix}}
     figures["memory_and_capacity"] = aio.run(memory_and_capacity())
     return figures
