@@ -147,6 +147,8 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         self.idle_timeout_s = idle_timeout_s
         self.active = 0
         self._backends: dict[str, Backend] = {}
+        #: held while a backend is built, so concurrent Begins build each one once
+        self._building = asyncio.Lock()
         #: read once: package versions and the strategy registry cannot change under a
         #: running server, and reading the versions (importlib.metadata scans site-packages)
         #: took milliseconds of the event loop on every GetInfo, which clients send before
@@ -160,7 +162,7 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                                                    keeps_images=f.keeps_images)
                                for f in registry_facts()]
 
-    def backend_for(self, client: ClientConfig) -> Backend:
+    async def backend_for(self, client: ClientConfig) -> Backend:
         """The shared backend for these client settings (created on first use), limited to
         ``client.max_concurrency`` in-flight calls. Episodes with the same endpoint and model
         share it, so the limit is per endpoint (``client.max_prompt_bytes`` is applied per
@@ -169,12 +171,19 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                                            exclude={"generate_kwargs", "max_prompt_bytes"}),
                          sort_keys=True)
         backend = self._backends.get(key)
-        if backend is None:
-            metered = _Metered(create_backend(client), self.metrics, client.client_name,
-                               client.model_id or "default")
-            backend = ConcurrencyLimited(metered, client.max_concurrency)
-            self._backends[key] = backend
-            gc_tuning.freeze()  # a provider SDK imported for it is most of the heap
+        if backend is not None:
+            return backend
+        async with self._building:
+            backend = self._backends.get(key)
+            if backend is None:
+                # off the event loop: the first backend of a provider imports its SDK (about
+                # 1 s of CPU for openai's), which held every other stream of this server
+                inner = await asyncio.to_thread(create_backend, client)
+                metered = _Metered(inner, self.metrics, client.client_name,
+                                   client.model_id or "default")
+                backend = ConcurrencyLimited(metered, client.max_concurrency)
+                self._backends[key] = backend
+                gc_tuning.freeze()  # a provider SDK imported for it is most of the heap
         return backend
 
     async def aclose(self) -> None:
@@ -346,7 +355,8 @@ class _PlayStream:
             try:
                 # the episode's prompts are checked against its cap before they wait for a
                 # slot of the shared backend (never closed through this wrapper)
-                backend = PromptCapped(self.server.backend_for(client), client.max_prompt_bytes,
+                backend = PromptCapped(await self.server.backend_for(client),
+                                       client.max_prompt_bytes,
                                        provider=client.client_name)
             except BackendError as exc:
                 await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from agent_server.backends.base import Backend, ConcurrencyLimited
 from moria.clients import PolicyClient
 from moria.codecs import struct_from_dict
@@ -82,7 +84,7 @@ async def test_max_concurrency_bounds_calls_to_one_endpoint() -> None:
             streams = [await _begin(pol.target, AgentConfig(type="naive"), client, i)
                        for i in range(6)]
             acts = [asyncio.create_task(s.observe(_observe())) for s in streams]
-            limiter = _limiter(pol.servicer.backend_for(client))  # type: ignore[attr-defined]
+            limiter = _limiter(await pol.servicer.backend_for(client))  # type: ignore[attr-defined]
             # every call has reached the limiter: 2 sent, 4 queued behind them (not merely not
             # sent yet), and the 2 sent ones reached the endpoint
             await async_wait_until(
@@ -94,3 +96,27 @@ async def test_max_concurrency_bounds_calls_to_one_endpoint() -> None:
             results = await asyncio.gather(*acts)
     assert [r.action.text for r in results] == ["b"] * 6
     assert state["peak"] == 2 and len(fake.requests) == 6
+
+
+async def test_a_backend_is_built_once_off_the_event_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building a provider's first backend imports its SDK (about a second of CPU for
+    openai's): it runs on a worker thread, so the server's other streams go on, and Begins
+    that arrive together share the one backend it builds."""
+    from agent_server import backends, service
+    from moria.server import Drain
+
+    built_on: list[threading.Thread] = []
+    real = backends.BACKENDS["vllm"]
+
+    def recording(client: ClientConfig) -> Backend:
+        built_on.append(threading.current_thread())
+        return real(client)
+
+    monkeypatch.setitem(backends.BACKENDS, "vllm", recording)
+    servicer = service.PolicyServicer(drain=Drain())
+    client = ClientConfig(client_name="vllm", base_url="http://127.0.0.1:9/v1", model_id="m")
+    shared = await asyncio.gather(*(servicer.backend_for(client) for _ in range(4)))
+    assert all(b is shared[0] for b in shared)
+    assert len(built_on) == 1 and built_on[0] is not threading.current_thread()
+    await servicer.aclose()

@@ -31,10 +31,6 @@ import pytest
 from google.protobuf import struct_pb2
 from PIL import Image
 
-# imported now, not on the first Play: importing the OpenAI SDK takes about a second of
-# CPU on the event loop this module's servers and driver share, as long as the 1 s idle
-# timeouts below, so a test run alone saw its env session reaped during that import
-import agent_server.backends.openai_compat  # noqa: F401
 import agent_server.service as policy_service
 import env_server.service as env_service
 from agent_server.service import PolicyServicer
