@@ -232,11 +232,14 @@ class Family(ABC):
     #: "thread": games run in the server process (on its game thread pool); "process": each
     #: game runs in its own worker process (families with global C state or heavy steps).
     isolation: str = "thread"
-    #: True for in-process families whose ``step`` is a fraction of a millisecond of pure
-    #: Python (BabyAI, BabaIsAI): the session runs it on the server's event loop instead of
-    #: the game thread pool, whose hop (a thread wake-up and a loop wake-up per step) costs
-    #: more than the step and buys no parallelism under the GIL. ``open``, ``reset`` and
-    #: ``render`` still run on the pool. Ignored for ``isolation = "process"``.
+    #: True for families whose ``step`` is a fraction of a millisecond and holds the GIL
+    #: throughout (BabyAI and BabaIsAI in pure Python; NLE and MiniHack, whose C step does
+    #: not release it): the session runs it on the server's event loop instead of the game
+    #: thread pool, whose hop (a thread wake-up and a loop wake-up per step) costs more than
+    #: the step and buys no parallelism. ``open``, ``reset`` and ``render`` still run on the
+    #: pool. It applies only while the family's games run in the server process: for NLE and
+    #: MiniHack, a server started with ``--isolate`` not naming them (measured 2026-11-28: a
+    #: step's handling 0.45-0.53 ms on the loop against 0.66-0.71 on the pool).
     inline_steps: bool = False
     #: Modules the worker forkserver imports once, so new workers start warm.
     preload: tuple[str, ...] = ()

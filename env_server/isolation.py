@@ -1,10 +1,10 @@
 """Process isolation: host one game in its own worker process.
 
-Families with global C state or heavy steps (NLE, MiniHack) declare ``isolation = "process"``;
-the session layer then opens their games through ``ProcessGame``, a ``Game`` that forwards every
-call over a pipe to a worker process holding the real game. Workers are forked from a
-``forkserver`` (never from the threaded gRPC process) that has the family's heavy modules
-preloaded, so a new session costs a fork, not a fresh interpreter.
+Families whose C code could take the server down with it (NLE, MiniHack) declare
+``isolation = "process"``; the session layer then opens their games through ``ProcessGame``, a
+``Game`` that forwards every call over a pipe to a worker process holding the real game.
+Workers are forked from a ``forkserver`` (never from the threaded gRPC process) that has the
+family's heavy modules preloaded, so a new session costs a fork, not a fresh interpreter.
 
 A worker that dies (crash, SIGKILL, out of memory) makes only its own game fail: the next call
 raises ``WorkerCrashedError``, which the session layer reports as INTERNAL for that session.

@@ -75,9 +75,8 @@ class MiniHackFamily(Family):
     #: process: an operator who prefers speed to that isolation starts the server with
     #: ``--isolate ''`` (docs/performance.md, "NetHack families: worker processes or inline").
     isolation = "process"
-    #: Without worker processes, steps run on the event loop: the game pool's thread hop
-    #: cost about 0.2 ms a step (the session's handling of a step, no gRPC, 0.66-0.71 ms on
-    #: the pool against 0.45-0.53 on the loop, measured 2026-11-28) and buys no parallelism.
+    #: Steps on the event loop when the server runs these games without workers
+    #: (``Family.inline_steps``).
     inline_steps = True
     preload = (
         "minihack",
