@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from moria import server_files
 from moria.metrics import serve_metrics_if_asked
 from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
 from moria.server import (
@@ -17,6 +18,9 @@ from moria.server import (
     server_options_from_args,
 )
 
+#: The server files a Play's config may name (``moria.server_files``).
+FILE_KINDS = ("balrog_source", "model", "checkpoint")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """CLI of the agent server."""
@@ -25,22 +29,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_arguments(parser, default_address="127.0.0.1:50061")
     parser.add_argument("--capacity", type=int, default=256, help="max concurrent Play streams")
     add_idle_timeout_argument(parser, what="Play streams")
+    server_files.add_arguments(parser, FILE_KINDS)
     return parser
 
 
 async def serve(args: argparse.Namespace) -> None:
     """Start the server and block until SIGTERM/SIGINT, then drain."""
-    from agent_server.service import PolicyServicer
+    from agent_server.service import REQUEST_LIMITS, PolicyServicer
 
     options = server_options_from_args(args)  # fails fast on a bad TLS/token setting
+    files = server_files.ServerFiles.from_args(args, FILE_KINDS, address=args.address)
     drain = Drain()
     servicer = PolicyServicer(drain=drain, capacity=args.capacity,
-                              idle_timeout_s=args.idle_timeout)
+                              idle_timeout_s=args.idle_timeout, files=files)
     serve_metrics_if_asked(args.metrics_address, servicer.metrics.registry)
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
         [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
-        address=args.address, drain=drain, grace_s=args.grace, **options)
+        address=args.address, drain=drain, grace_s=args.grace, request_limits=REQUEST_LIMITS,
+        **options)
     await run_until_signalled(server, servicer.aclose)
 
 

@@ -58,10 +58,29 @@ from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from moria.policy_config import request_config
 from moria.prompting import protocol_message
 from moria.quoting import quote, quote_names
-from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
+from moria.server import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    Drain,
+    RequestLimit,
+    bounded_message,
+    method_path,
+)
+from moria.server_files import INSTALLED, ServerFiles, names_a_model_file
 
 #: Observes up to this size (serialized bytes, no image used) are converted on the event loop.
 INLINE_OBSERVE_BYTES = 64 * 1024
+
+_SERVICE = pol_pb.DESCRIPTOR.services_by_name["PolicyService"]
+#: The largest request each method takes (bytes), checked before it is parsed
+#: (``moria.server.RequestLimit``; larger: RESOURCE_EXHAUSTED): an Observe carries a frame and
+#: takes the server's message limit (``--max-message-mb``); a Begin (the configs, the
+#: instruction, few-shot demonstrations) at most 16 MiB; a ping or an end, and a GetInfo's
+#: config to check, far less.
+REQUEST_LIMITS: dict[str, RequestLimit] = {
+    method_path(_SERVICE, "Play"): RequestLimit.for_oneof(
+        pol_pb.PlayRequest, {"begin": 16 * 1024 * 1024, "observe": None}, default=64 * 1024),
+    method_path(_SERVICE, "GetInfo"): RequestLimit(1024 * 1024),
+}
 
 log = logging.getLogger("moria.agent")
 
@@ -108,13 +127,35 @@ def _describe_validation(exc: ValidationError, section: str) -> str:
 
 
 def _parse_request_config(message: Any, agent_field: str, client_field: str,
-                          struct_field: str) -> tuple[AgentConfig, ClientConfig] | None:
+                          struct_field: str, files: ServerFiles,
+                          ) -> tuple[AgentConfig, ClientConfig] | None:
     """``parse_policy_config`` of the config a request carries: its typed settings
     (``agent_field``, ``client_field``) when either is set, else its deprecated Struct
-    (``struct_field``); None when it carries none. Raises ValueError (a non-finite number or a
-    Struct with no JSON form included)."""
+    (``struct_field``); None when it carries none. The fields naming server files are
+    resolved by ``files`` (``with_server_files``). Raises ValueError (a non-finite number or a
+    Struct with no JSON form included; ServerFileError for a server file not offered)."""
     raw = request_config(message, agent_field, client_field, struct_field)
-    return None if raw is None else parse_policy_config(raw)
+    if raw is None:
+        return None
+    return with_server_files(*parse_policy_config(raw), files)
+
+
+def with_server_files(agent: AgentConfig, client: ClientConfig, files: ServerFiles,
+                      ) -> tuple[AgentConfig, ClientConfig]:
+    """``agent`` and ``client`` (changed in place) with the fields that name server files
+    resolved by ``files`` (``moria.server_files``): ``agent.balrog_source`` (but
+    ``installed``, the server's own package), ``agent.checkpoint``, and ``client.model_id``
+    where it names a model file (``names_a_model_file``). Nothing a client names is imported,
+    loaded or parsed unless the server offers it. Raises ServerFileError."""
+    if agent.balrog_source and agent.balrog_source != INSTALLED:
+        agent.balrog_source = files.resolve("balrog_source", agent.balrog_source,
+                                            "agent.balrog_source")
+    if agent.checkpoint:
+        agent.checkpoint = files.resolve("checkpoint", agent.checkpoint, "agent.checkpoint")
+    if names_a_model_file(client.client_name, client.model_id, client.base_url):
+        assert client.model_id is not None
+        client.model_id = files.resolve("model", client.model_id, "client.model_id")
+    return agent, client
 
 
 def _uses_backend(agent: AgentConfig) -> bool:
@@ -133,13 +174,17 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
     moves come from (None: this server cannot seat a human, and such a Begin is rejected).
     ``metrics``: where streams, acts, model calls, retries and RPC errors are counted (default:
     a fresh ``Metrics`` with its own registry; serve ``servicer.metrics.registry`` with
-    ``moria.metrics.start_metrics_http``). Raises ValueError for ``idle_timeout_s`` <= 0."""
+    ``moria.metrics.start_metrics_http``). ``files``: the server files (BALROG checkouts,
+    model files, RL checkpoints) a config may name (``moria.server_files``; default: none).
+    Raises ValueError for ``idle_timeout_s`` <= 0."""
 
     def __init__(self, *, drain: Drain, capacity: int = 256,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 human_console: HumanConsole | None = None, metrics: Metrics | None = None):
+                 human_console: HumanConsole | None = None, metrics: Metrics | None = None,
+                 files: ServerFiles | None = None):
         if not idle_timeout_s > 0:
             raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s}")
+        self.files = files if files is not None else ServerFiles()
         self.drain = drain
         self.human_console = human_console
         self.metrics = metrics if metrics is not None else Metrics()
@@ -197,7 +242,7 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         errors: list[str] = []
         try:
             checked = await asyncio.to_thread(_parse_request_config, request, "check_agent",
-                                              "check_client", "check_config")
+                                              "check_client", "check_config", self.files)
             if checked is not None:
                 agent, client = checked
                 if _uses_backend(agent):
@@ -342,7 +387,7 @@ class _PlayStream:
     async def _begin(self, begin: pol_pb.Begin) -> pol_pb.PlayResponse:
         try:
             parsed = await asyncio.to_thread(_parse_request_config, begin, "agent", "client",
-                                             "agent_config")
+                                             "agent_config", self.server.files)
             agent, client = parsed or parse_policy_config({})  # none sent: all defaults
         except ValueError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent_config: {exc}")

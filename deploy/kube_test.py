@@ -60,6 +60,7 @@ if str(REPO) not in sys.path:  # the project's own client code, also when run fr
 from moria.codecs import dict_from_struct  # noqa: E402
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb  # noqa: E402
 from orchestrator.apps.remote import OrchestratorClient  # noqa: E402
+from orchestrator.apps.service import ALLOWED_ENDPOINTS_ENV  # noqa: E402
 from orchestrator.plan.overrides import apply_overrides  # noqa: E402
 from orchestrator.plan.spec import validate_spec  # noqa: E402
 from orchestrator.store.records import SCORED_END_REASONS  # noqa: E402
@@ -357,6 +358,23 @@ def clear_leftovers(plan: Plan) -> None:
         sh(["podman", "network", "rm", NETWORK], timeout=T_QUICK)
 
 
+def allow_pod_network(plan: Plan, subnets: list[str]) -> None:
+    """Let the orchestrator service dial the pods of ``subnets``: its allowed endpoints
+    (``MORIA_ALLOWED_ENDPOINTS``) name the Services, which podman has not (the runs this test
+    submits name the pods those Services select, ``pod_endpoints``), so the network's subnets
+    are added to the list; the Services' names stay."""
+    if not subnets:
+        raise KubeTestError(f"network {NETWORK} has no subnet")
+    for doc in plan.docs:
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "moria-orchestrator":
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                for variable in container.get("env", []):
+                    if variable["name"] == ALLOWED_ENDPOINTS_ENV:
+                        variable["value"] = ",".join([variable["value"], *subnets])
+                        return
+    raise KubeTestError(f"the orchestrator Deployment sets no {ALLOWED_ENDPOINTS_ENV}")
+
+
 def _replicas(plan: Plan, deployment: str) -> int:
     doc = next(d for d in plan.docs if d["kind"] == "Deployment"
                and d["metadata"]["name"] == deployment)
@@ -371,6 +389,8 @@ def play(plan: Plan, manifest: Path) -> None:
     # and nothing in this run needs the outside (the agent serves the local model).
     sh(["podman", "network", "create", "--internal", "--label", LABEL, NETWORK],
        timeout=T_QUICK)
+    (net,) = podman_json(["network", "inspect", NETWORK])
+    allow_pod_network(plan, [s["subnet"] for s in net.get("subnets") or []])
     manifest.write_text(yaml.safe_dump_all(plan.docs, sort_keys=False))
     proc = sh(["podman", "kube", "play", "--network", NETWORK, str(manifest)], timeout=T_PLAY,
               check=False)

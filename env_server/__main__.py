@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from env_server.families import FAMILIES
+from moria import server_files
 from moria.env.v1 import env_service_pb2, env_service_pb2_grpc
 from moria.metrics import serve_metrics_if_asked
 from moria.server import (
@@ -17,6 +18,9 @@ from moria.server import (
     server_main,
     server_options_from_args,
 )
+
+#: The server files an Open's options may name (``moria.server_files``).
+FILE_KINDS = ("balrog_source", "meltingpot_assets", "boxoban_levels")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,13 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an Action text longer than this many characters is judged an "
                         "invalid action: the game applies its default action (default 4096, "
                         "env_server.service.MAX_ACTION_CHARS)")
+    server_files.add_arguments(parser, FILE_KINDS)
     add_server_arguments(parser, default_address="127.0.0.1:50051")
     return parser
 
 
 async def serve(args: argparse.Namespace) -> None:
     """Start the server and block until SIGTERM/SIGINT, then drain."""
-    from env_server.service import EnvServicer
+    from env_server.service import REQUEST_LIMITS, EnvServicer
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     unknown = [f for f in families if f not in FAMILIES]
@@ -52,13 +57,14 @@ async def serve(args: argparse.Namespace) -> None:
         raise SystemExit(f"unknown family {unknown[0]!r}; available: "
                          + ", ".join(sorted(FAMILIES)))
     options = server_options_from_args(args)  # fails fast on a bad TLS/token setting
+    files = server_files.ServerFiles.from_args(args, FILE_KINDS, address=args.address)
     drain = Drain()
     isolate = (None if args.isolate is None
                else [f.strip() for f in args.isolate.split(",") if f.strip()])
     try:
         servicer = EnvServicer(families, drain=drain, capacity=args.capacity,
                                idle_timeout_s=args.idle_timeout, workers=args.workers,
-                               process_families=isolate,
+                               process_families=isolate, files=files,
                                **({} if args.max_action_chars is None
                                   else {"max_action_chars": args.max_action_chars}))
     except ValueError as exc:  # a bad --capacity, --idle-timeout, --isolate, ...
@@ -67,7 +73,8 @@ async def serve(args: argparse.Namespace) -> None:
     server = MoriaServer(
         [lambda s: env_service_pb2_grpc.add_EnvServiceServicer_to_server(servicer, s)],
         [env_service_pb2.DESCRIPTOR.services_by_name["EnvService"].full_name],
-        address=args.address, drain=drain, grace_s=args.grace, **options)
+        address=args.address, drain=drain, grace_s=args.grace, request_limits=REQUEST_LIMITS,
+        **options)
     await run_until_signalled(server, servicer.shutdown)
 
 

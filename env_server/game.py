@@ -13,6 +13,7 @@ Shapes and units:
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from moria.family_options import MAX_OPTION_KEYS, OptionError, OptionSpec, check_options
 from moria.quoting import quote
 
 
@@ -36,7 +38,7 @@ class TaskNotFoundError(KeyError):
         return f"unknown task {quote(self.task, 128)}; valid tasks: {shown}"
 
 
-class GameOptionError(ValueError):
+class GameOptionError(OptionError):
     """Raised for a bad open option (the message names the option and what is allowed)."""
 
 
@@ -249,9 +251,42 @@ class Family(ABC):
         """The canonical tasks of the family (the BALROG evaluation set first); tasks this
         server cannot open are listed too, with ``TaskInfo.unavailable`` saying why."""
 
+    def option_schema(self) -> tuple[Mapping[str, OptionSpec], Mapping[str, OptionSpec]]:
+        """The family's options and seat options, from its manifest
+        (``moria.families.FamilyManifest.options`` / ``player_options``); a family with no
+        manifest (a test's) takes none."""
+        from env_server.families import MANIFESTS
+
+        manifest = MANIFESTS.get(self.name)
+        if manifest is None:
+            return {}, {}
+        return manifest.options, manifest.player_options
+
+    def check_options(self, task: str, options: GameOptions) -> GameOptions:
+        """``options`` with ``kwargs`` and every seat's ``options`` checked against the
+        family's schema (:meth:`option_schema`, ``moria.family_options.check_options``): each
+        value as the family reads it, the defaults filled in. The env server calls it before
+        anything is constructed; each family's ``open`` calls it again (cheap), so a family
+        opened directly is held to the same schema. Idempotent. Raises GameOptionError
+        (naming the key, the value and what is allowed; more than ``MAX_OPTION_KEYS`` seats
+        are refused too)."""
+        schema, seat_schema = self.option_schema()
+        if len(options.players) > MAX_OPTION_KEYS:
+            raise GameOptionError(f"players: {len(options.players):,} given; a game seats at "
+                                  f"most {MAX_OPTION_KEYS}")
+        try:
+            kwargs = check_options(schema, options.kwargs, task=task)
+            players = [dataclasses.replace(p, options=check_options(
+                seat_schema, p.options, task=task,
+                where=f"players[{quote(p.agent_id, 64)}].options", fill_defaults=False))
+                for p in options.players]
+        except OptionError as exc:
+            raise GameOptionError(str(exc)) from None
+        return dataclasses.replace(options, kwargs=kwargs, players=players)
+
     @abstractmethod
     def open(self, task: str, options: GameOptions) -> Game:
         """Create a game for ``task``. Raises ``TaskNotFoundError`` (unknown task),
         ``TaskUnavailableError`` (a task listed with ``TaskInfo.unavailable``, with that
         reason) or ``GameOptionError`` (bad option). The returned game has not been reset
-        yet."""
+        yet. Implementations read their options through :meth:`check_options` first."""

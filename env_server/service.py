@@ -13,7 +13,15 @@ Session rules (see protos/moria/env/v1/env_service.proto):
 - every error message that quotes the request goes through ``moria.quoting`` and is cut to
   ``MAX_ERROR_BYTES`` (``moria.server.bounded_message``), so a hostile request cannot make an
   answer larger than itself;
-- an exception inside the game ends that session only, with INTERNAL;
+- an Open's options are data: more than ``MAX_OPTION_KEYS`` keys (of the options or of a
+  seat's) are refused before any is decoded, then every key and value is checked against the
+  family's schema (its manifest's ``options``, ``moria.family_options``) before anything is
+  constructed; a key the schema lacks never reaches a game (INVALID_ARGUMENT naming the key,
+  the value and what is allowed). Options naming server files (a BALROG checkout, Melting
+  Pot's assets, Boxoban levels) are resolved by the server's offered folders
+  (``moria.server_files``), never taken as a client's path;
+- an exception inside the game ends that session only, with INTERNAL (client input that a
+  game refuses at construction is the family's ``GameOptionError``: INVALID_ARGUMENT);
 - game code runs on a thread pool, never on the event loop, and so does turning its frames
   into PNG (building observations and renders);
 - an Action text longer than ``max_action_chars`` (default 4096) is an invalid action, in band:
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
@@ -48,7 +57,6 @@ from env_server.families import load_family
 from env_server.game import (
     Family,
     Game,
-    GameOptionError,
     GameOptions,
     PlayerSpec,
     StepResult,
@@ -61,9 +69,17 @@ from moria.codecs import CodecError, dict_from_struct, image_from_rgb, struct_fr
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
+from moria.family_options import OptionError, check_key_count
 from moria.metrics import ENV_SERVICE, Metrics
 from moria.quoting import quote, quote_names
-from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, bounded_message
+from moria.server import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    Drain,
+    RequestLimit,
+    bounded_message,
+    method_path,
+)
+from moria.server_files import ServerFileError, ServerFiles
 
 log = logging.getLogger("moria.env")
 T = TypeVar("T")
@@ -76,6 +92,18 @@ MAX_ACTION_CHARS = 4096
 #: What the game receives in place of an over-long text: an index no action list holds.
 OVERSIZE_ACTION: SubmittedAction = -1
 
+_SERVICE = env_pb.DESCRIPTOR.services_by_name["EnvService"]
+#: The largest request each method takes (bytes), checked before it is parsed
+#: (``moria.server.RequestLimit``; larger: RESOURCE_EXHAUSTED): a session request (an Open
+#: with its options, a step with one action per agent of at most ``max_action_chars``) is a few
+#: KiB; gRPC refuses anything larger than 1 MiB before it is read, so a refused request never
+#: holds more (``--max-message-mb`` still bounds what the server sends: observations, frames).
+REQUEST_LIMITS: dict[str, RequestLimit] = {
+    method_path(_SERVICE, "Session"): RequestLimit(1024 * 1024),
+    method_path(_SERVICE, "GetInfo"): RequestLimit(64 * 1024),
+    method_path(_SERVICE, "ListTasks"): RequestLimit(64 * 1024),
+}
+
 
 
 def progression_of(metrics: Mapping[str, Any]) -> float:
@@ -87,7 +115,8 @@ class EnvServicer(env_grpc.EnvServiceServicer):
     """Hosts one or more families. ``capacity``: max concurrent sessions;
     ``idle_timeout_s``: idle reaper limit (seconds, > 0); ``workers``: game thread-pool size;
     ``process_families``: the hosted families whose games run in worker processes (None: those
-    that declare ``isolation = "process"``); ``metrics``:
+    that declare ``isolation = "process"``); ``files``: the server files clients may name
+    (``moria.server_files``; default: none); ``metrics``:
     where open sessions, steps and RPC errors are counted (default: a fresh ``Metrics`` with
     its own registry; serve ``servicer.metrics.registry`` with
     ``moria.metrics.start_metrics_http``). Raises ValueError on a bad setting (a capacity,
@@ -97,10 +126,12 @@ class EnvServicer(env_grpc.EnvServiceServicer):
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, workers: int = 8,
                  process_families: Sequence[str] | None = None,
                  metrics: Metrics | None = None,
-                 max_action_chars: int = MAX_ACTION_CHARS):
+                 max_action_chars: int = MAX_ACTION_CHARS,
+                 files: ServerFiles | None = None):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.families: dict[str, Family] = {name: load_family(name) for name in families}
+        self.files = files if files is not None else ServerFiles()
         self.drain = drain
         self.metrics = metrics if metrics is not None else Metrics()
         self.capacity = capacity
@@ -302,7 +333,7 @@ class _Session:
             await self.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except TaskUnavailableError as exc:
             await self.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        except GameOptionError as exc:
+        except (OptionError, ServerFileError) as exc:  # GameOptionError is an OptionError
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         family, task, self.game, start = opened.family, opened.task, opened.game, opened.start
         self.family_name = family.name
@@ -463,12 +494,17 @@ class _Opened:
 
 
 def _open_episode(server: EnvServicer, req: env_pb.OpenRequest) -> _Opened:
-    """Resolve ``req.task``, decode its options, open the game, reset it and read its start
-    and metrics (blocking: the session runs it on the game pool, in one hop). Raises
-    TaskNotFoundError, TaskUnavailableError, GameOptionError, CodecError (options with no JSON
-    form), or what the game raises; a game that raises once opened is closed first."""
+    """Resolve ``req.task``, decode its options and check them against the family's schema
+    (server files resolved by ``server.files``) before anything is constructed, then open the
+    game, reset it and read its start and metrics (blocking: the session runs it on the game
+    pool, in one hop). Raises TaskNotFoundError, TaskUnavailableError, OptionError (too many
+    keys, or a key or value the schema refuses; GameOptionError from the family),
+    ServerFileError, CodecError (options with no JSON form), or what the game raises; a game
+    that raises once opened is closed first."""
+    options = _game_options(req)  # the key counts are checked before anything is decoded
     family, task = server.resolve(req.task)
-    game = server.open_game(family, task, _game_options(req))
+    options = _with_server_files(family, family.check_options(task, options), server.files)
+    game = server.open_game(family, task, options)
     try:
         return _Opened(family, task, game, _reset_game(game, None, req.observation),
                        game.metrics())
@@ -507,9 +543,29 @@ def _render_game(game: Game, encoding: Any) -> types_pb2.Image:
     return image_from_rgb(game.render(), encoding)
 
 
+def _with_server_files(family: Family, options: GameOptions, files: ServerFiles) -> GameOptions:
+    """``options`` with each option the family's schema marks ``server_path`` resolved by
+    ``files`` (a name the server offers, never a client's path). Raises ServerFileError."""
+    schema, _ = family.option_schema()
+    named = {key: spec for key, spec in schema.items()
+             if spec.kind == "server_path" and key in options.kwargs}
+    if not named:
+        return options
+    kwargs = dict(options.kwargs)
+    for key, spec in named.items():
+        kwargs[key] = files.resolve(spec.path_kind, kwargs[key], f"options.{key}")
+    return dataclasses.replace(options, kwargs=kwargs)
+
+
 def _game_options(req: env_pb.OpenRequest) -> GameOptions:
-    """The game's options from an OpenRequest. Raises CodecError (INVALID_ARGUMENT) for a
+    """The game's options from an OpenRequest. Raises OptionError for more than
+    ``MAX_OPTION_KEYS`` option keys (of the options or of one seat) or seats (counted before
+    anything is decoded: a hostile Open may carry millions), CodecError (INVALID_ARGUMENT) for a
     Struct with no JSON form."""
+    check_key_count(len(req.options.fields))
+    check_key_count(len(req.players), "players")
+    for index, player in enumerate(req.players):
+        check_key_count(len(player.options.fields), f"players[{index}].options")
     return GameOptions(
         seed=req.seed,
         players=[PlayerSpec(p.agent_id, p.role, _struct_arg(p.options, "players.options"))

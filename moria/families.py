@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from moria.family_options import OptionSpec, schema_from_json, schema_json
+
 #: The generated table (package data of ``moria``).
 TABLE_PATH = Path(__file__).with_name("families.json")
 
@@ -93,10 +95,15 @@ class FamilyManifest:
     aliases: tuple[str, ...] = ()
     balrog: BalrogReference | None = None
     server_env: dict[str, str] = field(default_factory=dict)
+    options: dict[str, OptionSpec] = field(default_factory=dict)
+    player_options: dict[str, OptionSpec] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON form stored in ``families.json``."""
-        return asdict(self)
+        data = asdict(self)
+        data["options"] = schema_json(self.options)
+        data["player_options"] = schema_json(self.player_options)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FamilyManifest:
@@ -115,7 +122,9 @@ class FamilyManifest:
                    aliases=tuple(data.get("aliases", ())),
                    balrog=BalrogReference(**data["balrog"]) if data.get("balrog") else None,
                    server_env={str(k): str(v)
-                               for k, v in dict(data.get("server_env", {})).items()})
+                               for k, v in dict(data.get("server_env", {})).items()},
+                   options=schema_from_json(data.get("options", {})),
+                   player_options=schema_from_json(data.get("player_options", {})))
 
 
 def table_text(manifests: list[FamilyManifest]) -> str:

@@ -20,7 +20,7 @@ import inspect
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from moria import aio, gc_tuning
+from moria import aio, gc_tuning, malloc_tuning
 from moria.security import (
     DEFAULT_MAX_MESSAGE_MB,
     SecurityConfigError,
@@ -120,23 +120,120 @@ class Drain:
             return False
 
 
-class _Undecodable:
-    """What a request deserializer gives instead of raising for bytes that do not parse (too
-    deep, truncated): the parse error, so the call can be answered INVALID_ARGUMENT."""
+@dataclass(frozen=True)
+class RequestLimit:
+    """The largest request message one method takes, in bytes, checked before the message is
+    parsed. ``default``: for any message (None: the server's message limit). ``by_field``:
+    for a request that is a oneof (a stream's ``PlayRequest``), the limit of each member by
+    field number (None: the server's message limit); ``names``: their names, for messages.
+    A message's limit is the smallest of the limits of its top-level fields (a well-formed
+    oneof message has one; a hostile one with several gets the strictest), ``default`` for a
+    field not listed. Build a oneof's with :meth:`for_oneof`."""
 
-    def __init__(self, error: str):
-        self.error = error
+    default: int | None
+    by_field: Mapping[int, int | None] = field(default_factory=dict)
+    names: Mapping[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def for_oneof(cls, message: Any, limits: Mapping[str, int | None],
+                  default: int | None) -> RequestLimit:
+        """The limit of a request message class whose members are named in ``limits``
+        (member name -> bytes, None: the server's message limit); other members get
+        ``default``. Raises KeyError for a name the message lacks."""
+        fields = message.DESCRIPTOR.fields_by_name
+        return cls(default, {fields[name].number: limit for name, limit in limits.items()},
+                   {f.number: name for name, f in fields.items()})
+
+    def largest(self, server_max: int) -> int:
+        """The largest message any member may be (``server_max`` for None)."""
+        limits = [self.default, *self.by_field.values()]
+        return max(server_max if limit is None else min(limit, server_max) for limit in limits)
+
+    def problem(self, data: bytes, server_max: int) -> str:
+        """'' when ``data`` fits; else what is wrong, for a RESOURCE_EXHAUSTED status."""
+        size = len(data)
+        if size <= min(server_max if x is None else x
+                       for x in (self.default, *self.by_field.values())):
+            return ""  # fits whatever its kind: no need to read its tags
+        numbers = _top_level_fields(data)
+        if numbers is None:  # not a protobuf message: the parser says why
+            return ""
+        limits = [self.by_field.get(n, self.default) for n in numbers] or [self.default]
+        limit = min(server_max if x is None else x for x in limits)
+        if size <= limit:
+            return ""
+        kind = "/".join(self.names.get(n, "request") for n in dict.fromkeys(numbers)) or "empty"
+        return (f"a {kind} message of {size:,} bytes; this server takes at most {limit:,} "
+                f"bytes for it")
 
 
-async def _refuse(request: _Undecodable, context: Any) -> NoReturn:
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                        bounded_message(f"the request does not parse: {request.error}"))
+#: The most top-level fields ``_top_level_fields`` reads (a oneof message has one).
+_MAX_TOP_LEVEL_FIELDS = 64
+
+
+def _top_level_fields(data: bytes) -> list[int] | None:
+    """The field numbers of ``data``'s top-level fields, in order, read from their tags
+    without parsing their contents (a length-delimited field is skipped by its length); None
+    for bytes that are not a protobuf message, or more than ``_MAX_TOP_LEVEL_FIELDS``."""
+    numbers: list[int] = []
+    position, end = 0, len(data)
+    while position < end:
+        if len(numbers) >= _MAX_TOP_LEVEL_FIELDS:
+            return None
+        tag, position = _varint(data, position)
+        if tag is None:
+            return None
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _, position = _varint(data, position)
+        elif wire == 1:
+            position += 8
+        elif wire == 2:
+            length, position = _varint(data, position)
+            if length is None:
+                return None
+            position += length
+        elif wire == 5:
+            position += 4
+        else:  # groups are not in proto3
+            return None
+        if position is None or position > end:
+            return None
+        numbers.append(number)
+    return numbers
+
+
+def _varint(data: bytes, position: int) -> tuple[int | None, int]:
+    """The varint at ``data[position:]`` and the position after it ((None, position) when it
+    runs past the end or past 10 bytes)."""
+    value = shift = 0
+    for index in range(position, min(position + 10, len(data))):
+        byte = data[index]
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, index + 1
+        shift += 7
+    return None, position
+
+
+class _Refused:
+    """What a request deserializer gives instead of raising, for bytes it will not parse:
+    the status the call ends with (INVALID_ARGUMENT for bytes that do not parse, e.g. too
+    deep; RESOURCE_EXHAUSTED for a message over its method's ``RequestLimit``)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        self.code = code
+        self.message = message
+
+
+async def _refuse(request: _Refused, context: Any) -> NoReturn:
+    await context.abort(request.code, bounded_message(request.message))
     raise AssertionError("unreachable")
 
 
 class _CheckedReads:
-    """A servicer context whose ``read()`` ends the call INVALID_ARGUMENT for a message that
-    did not parse; everything else is the wrapped context's."""
+    """A servicer context whose ``read()`` ends the call with the ``_Refused`` status of a
+    message that was refused; everything else is the wrapped context's."""
 
     def __init__(self, context: Any):
         self._context = context
@@ -147,16 +244,40 @@ class _CheckedReads:
     async def read(self) -> Any:
         """The next request (or ``grpc.aio.EOF``)."""
         request = await self._context.read()
-        if isinstance(request, _Undecodable):
+        if isinstance(request, _Refused):
             await _refuse(request, self._context)
         return request
 
 
-class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
-    """Answers a request message that does not parse (e.g. a Struct nested past protobuf's
-    depth limit) with INVALID_ARGUMENT naming the parse error, where gRPC itself would answer
-    UNKNOWN: for unary requests before the handler runs, for streamed ones at the handler's
-    ``context.read()`` of that message (Moria's stream handlers read through the context)."""
+def _without_frames(exc: grpc.aio.AbortError) -> grpc.aio.AbortError:
+    """``exc`` without the frames it was raised through and without the exception it was
+    raised in handling, for the interceptor to raise again from its own frame: a handler's
+    ``AbortError`` (``context.abort``) leaves the call that way. grpc.aio keeps the
+    error on the call's state (``RPCState.abort_exception``), and its traceback leads back to
+    that state: a reference cycle, freed only by a collection of the cyclic garbage collector.
+    Through the handler's frames (and, by ``__context__``, the traceback of the exception it
+    answered, e.g. a TaskNotFoundError raised on the game pool) that cycle held the call's
+    request until then: 40 MB of 1 MB refused Opens between two collections (gen0 threshold
+    ``gc_tuning.GEN0_THRESHOLD``). Re-raised by the interceptor, the error's traceback starts
+    at its frame, which holds no request."""
+    exc.__context__ = None
+    return exc.with_traceback(None)
+
+
+class RequestCheckInterceptor(grpc.aio.ServerInterceptor):
+    """Checks every request message before it is parsed and refuses it without parsing: over
+    its method's ``RequestLimit`` (``limits``: full method name, e.g.
+    ``/moria.env.v1.EnvService/Session``, -> limit; methods not listed get only the server's
+    limit ``server_max``) with RESOURCE_EXHAUSTED naming the size and the limit; bytes that do
+    not parse (e.g. a Struct nested past protobuf's depth limit) with INVALID_ARGUMENT naming
+    the parse error, where gRPC itself would answer UNKNOWN. Unary requests are refused before
+    the handler runs, streamed ones at the handler's ``context.read()`` of that message
+    (Moria's stream handlers read through the context)."""
+
+    def __init__(self, limits: Mapping[str, RequestLimit] | None = None,
+                 server_max: int = MAX_MESSAGE_BYTES):
+        self.limits = dict(limits or {})
+        self.server_max = server_max
 
     async def intercept_service(self, continuation: Any,
                                 handler_call_details: grpc.HandlerCallDetails) -> Any:
@@ -164,12 +285,19 @@ class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler.request_deserializer is None:
             return handler
         parse = handler.request_deserializer
+        limit = self.limits.get(handler_call_details.method)
+        server_max = self.server_max
 
         def deserialize(data: bytes) -> Any:
+            if limit is not None:
+                problem = limit.problem(data, server_max)
+                if problem:
+                    return _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, problem)
             try:
                 return parse(data)
             except DecodeError as exc:
-                return _Undecodable(str(exc))
+                return _Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"the request does not parse: {exc}")
 
         options = {"request_deserializer": deserialize,
                    "response_serializer": handler.response_serializer}
@@ -180,7 +308,10 @@ class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
                 return handler  # a generator handler (reflection) reads its own iterator
 
             async def checked(request_iterator: Any, context: Any) -> Any:
-                return await behaviour(request_iterator, _CheckedReads(context))
+                try:
+                    return await behaviour(request_iterator, _CheckedReads(context))
+                except grpc.aio.AbortError as exc:
+                    raise _without_frames(exc) from None
 
             if handler.response_streaming:
                 return grpc.stream_stream_rpc_method_handler(checked, **options)
@@ -191,20 +322,33 @@ class UndecodableRequestInterceptor(grpc.aio.ServerInterceptor):
                 return handler  # writes through its context: left as gRPC serves it
 
             async def streamed(request: Any, context: Any) -> Any:
-                if isinstance(request, _Undecodable):
+                if isinstance(request, _Refused):
                     await _refuse(request, context)
-                async for response in unary_stream(request, context):
-                    yield response
+                try:
+                    async for response in unary_stream(request, context):
+                        yield response
+                except grpc.aio.AbortError as exc:
+                    raise _without_frames(exc) from None
 
             return grpc.unary_stream_rpc_method_handler(streamed, **options)
         unary_unary = handler.unary_unary
 
         async def unary(request: Any, context: Any) -> Any:
-            if isinstance(request, _Undecodable):
+            if isinstance(request, _Refused):
                 await _refuse(request, context)
-            return await unary_unary(request, context)
+            try:
+                return await unary_unary(request, context)
+            except grpc.aio.AbortError as exc:
+                raise _without_frames(exc) from None
 
         return grpc.unary_unary_rpc_method_handler(unary, **options)
+
+
+def method_path(service: Any, method: str) -> str:
+    """The full method name gRPC routes by (``/package.Service/Method``) of ``method`` of the
+    service descriptor ``service`` (``<module>_pb2.DESCRIPTOR.services_by_name[...]``).
+    Raises KeyError for a method the service lacks."""
+    return f"/{service.full_name}/{service.methods_by_name[method].name}"
 
 
 # A function that registers one servicer on a server, e.g.
@@ -219,13 +363,17 @@ class MoriaServer:
     ``address`` is e.g. ``127.0.0.1:0`` (ephemeral port, read ``port`` after ``start``) or
     ``unix:///tmp/x.sock``. ``security``: TLS/mTLS credentials and the bearer-token interceptor
     (None: plaintext, no token). ``max_message_bytes``: the send/receive limit per message.
+    ``request_limits``: full method name -> ``RequestLimit``, the largest request each method
+    takes (checked before parsing, ``RequestCheckInterceptor``); with them, gRPC itself
+    refuses a request larger than the largest of them before it is read into Python.
     Raises SecurityConfigError when a TLS file cannot be read.
     """
 
     def __init__(self, registrars: Iterable[Registrar], service_names: Iterable[str], *,
                  address: str, drain: Drain, grace_s: float = 30.0,
                  security: ServerSecurity | None = None,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 request_limits: Mapping[str, RequestLimit] | None = None):
         self.service_names = list(service_names)
         self.address = address
         self.drain = drain
@@ -234,9 +382,15 @@ class MoriaServer:
         self.security = security or ServerSecurity()
         self.max_message_bytes = max_message_bytes
         self._credentials = self.security.credentials() if self.security.tls else None
+        options = grpc_options(max_message_bytes)
+        if request_limits:
+            largest = max(limit.largest(max_message_bytes) for limit in request_limits.values())
+            options = [(k, largest if k == "grpc.max_receive_message_length" else v)
+                       for k, v in options]
         self._server = grpc.aio.server(
-            options=grpc_options(max_message_bytes),
-            interceptors=[*self.security.interceptors(), UndecodableRequestInterceptor()])
+            options=options,
+            interceptors=[*self.security.interceptors(),
+                          RequestCheckInterceptor(request_limits, max_message_bytes)])
         for register in registrars:
             register(self._server)
         self._health = health.aio.HealthServicer()
@@ -424,5 +578,6 @@ def server_main(build_parser: Callable[[], Any],
     args = build_parser().parse_args(args_list)
     configure_logging(args.log_level)
     gc_tuning.tune()
+    malloc_tuning.pin_mmap_threshold()
     aio.run(serve(args))
     return 0

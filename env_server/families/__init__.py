@@ -12,9 +12,12 @@ import importlib
 
 from env_server.families.manifest import discover
 from env_server.game import Family
+from moria.families import FamilyManifest
 
+#: family name -> its manifest, from the family folders.
+MANIFESTS: dict[str, FamilyManifest] = {m.name: m for m in discover()}
 #: family name -> ``module:Class`` of its ``Family``, from the manifests.
-FAMILIES: dict[str, str] = {m.name: m.entry_point for m in discover()}
+FAMILIES: dict[str, str] = {name: m.entry_point for name, m in MANIFESTS.items()}
 
 
 class UnknownFamilyError(KeyError):
@@ -23,6 +26,14 @@ class UnknownFamilyError(KeyError):
     def __str__(self) -> str:
         return (f"unknown env family {self.args[0]!r}; available: "
                 + ", ".join(sorted(FAMILIES)))
+
+
+def manifest_of(name: str) -> FamilyManifest:
+    """The manifest of family ``name``. Raises UnknownFamilyError."""
+    manifest = MANIFESTS.get(name)
+    if manifest is None:
+        raise UnknownFamilyError(name)
+    return manifest
 
 
 def load_family(name: str) -> Family:

@@ -49,8 +49,10 @@ import base64
 import binascii
 import concurrent.futures
 import contextlib
+import ipaddress
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -67,16 +69,17 @@ from google.protobuf import json_format
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from rich.console import Console
 
+from moria import server_files
 from moria.common.v1 import types_pb2
 from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
-from moria.quoting import quote
-from moria.server import Drain, bounded_message
+from moria.quoting import quote, quote_names
+from moria.server import Drain, RequestLimit, bounded_message, method_path
 from orchestrator.core.events import EventSink, RunEvent
 from orchestrator.core.runner import PreflightError, run_evaluation
 from orchestrator.core.stack import StackError
-from orchestrator.plan.spec import RunSpec, SpecError, validate_spec
+from orchestrator.plan.spec import RunSpec, SpecError, map_server_files, validate_spec
 from orchestrator.store.episodes import completed_keys
 from orchestrator.store.records import SCORED_END_REASONS
 from orchestrator.store.run_events import (
@@ -98,10 +101,26 @@ RECORD_FILE: Final[str] = "service.json"
 DEFAULT_TOKEN_ENVS: Final[tuple[str, ...]] = ("MORIA_TOKEN",)
 #: The largest run spec SubmitRun takes (serialized bytes); a real one is a few KiB.
 MAX_SPEC_BYTES: Final[int] = 256 * 1024
-#: A price table named by a remote run: a plain YAML file name inside --prices-dir.
-PRICE_FILE_PATTERN: Final[re.Pattern[str]] = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.ya?ml$")
+#: The server files a submitted run may name (``moria.server_files``; ``moria serve
+#: orchestrator --help`` gives the flags offering each).
+FILE_KINDS: Final[tuple[str, ...]] = tuple(server_files.FILE_KINDS)
+#: The kinds the service itself opens for a run (its demonstrations, price table and TLS
+#: files): resolved by the service's folders whether or not the run names endpoints. The other
+#: kinds are opened by the env and agent servers: resolved here for a run on a local stack
+#: (whose servers take the service's paths), passed on as names to a run's endpoints (whose
+#: servers resolve them by their own folders).
+SERVICE_FILE_KINDS: Final[tuple[str, ...]] = ("demos", "prices", "tls")
 EVENTS_FILE: Final[str] = "service_events.jsonl"
+
+_SERVICE = pb.DESCRIPTOR.services_by_name["OrchestratorService"]
+#: The largest request each method takes (bytes), checked before it is parsed
+#: (``moria.server.RequestLimit``; larger: RESOURCE_EXHAUSTED): a submission is its spec (at most
+#: ``MAX_SPEC_BYTES``) and a run id; the other requests name a run.
+REQUEST_LIMITS: Final[dict[str, RequestLimit]] = {
+    method_path(_SERVICE, "SubmitRun"): RequestLimit(2 * 1024 * 1024),
+    **{method_path(_SERVICE, name): RequestLimit(64 * 1024)
+       for name in ("GetRun", "CancelRun", "ListRuns", "StreamEvents")},
+}
 
 QUEUED: Final[str] = "queued"
 RUNNING: Final[str] = "running"
@@ -124,6 +143,52 @@ MAX_PAGE_SIZE: Final[int] = 1000
 EPISODE_EVENT_FIELDS: Final[tuple[str, ...]] = (
     "env", "task", "episode_index", "seed", "end_reason", "progression", "num_steps",
     "episode_return", "attempts", "error", "wall_time_s")
+
+
+#: The environment variable that sets ``--allowed-endpoints`` when the flag is not given
+#: (Compose files and Kubernetes manifests set it without changing the image's command).
+ALLOWED_ENDPOINTS_ENV: Final[str] = "MORIA_ALLOWED_ENDPOINTS"
+
+
+class EndpointAllowList:
+    """The env and policy server targets a submitted run may name (``--allowed-endpoints``):
+    exact targets (``env-babyai:50051``, ``dns:///moria-agent.moria.svc:50052``) and IP
+    networks (``10.89.0.0/16``: any ``IP:port`` target whose address is inside it, for pods
+    whose addresses are not known in advance). Raises ValueError for an entry that is neither
+    a target nor a network."""
+
+    def __init__(self, entries: Iterable[str] = ()):
+        self.targets: frozenset[str] = frozenset()
+        self.networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+        targets, networks = set(), []
+        for entry in (e.strip() for e in entries):
+            if not entry:
+                continue
+            if "/" in entry and "://" not in entry:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+            else:
+                targets.add(entry)
+        self.targets, self.networks = frozenset(targets), tuple(networks)
+
+    def allows(self, target: str) -> bool:
+        """Whether ``target`` is listed, or is ``IP:port`` (``ipv4:``/``ipv6:`` prefix
+        allowed) with the IP inside a listed network."""
+        if target in self.targets:
+            return True
+        if not self.networks:
+            return False
+        host = target.split(":", 1)[1] if target.startswith(("ipv4:", "ipv6:")) else target
+        host = host.rsplit(":", 1)[0].strip("[]")
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(address in network for network in self.networks)
+
+    def describe(self) -> str:
+        """The list, for messages (``none`` when empty)."""
+        entries = sorted(self.targets) + [str(n) for n in self.networks]
+        return ", ".join(entries) or "none"
 
 
 class RunServiceError(Exception):
@@ -244,8 +309,11 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     ``drain``: the server's drain state (submissions and event streams answer UNAVAILABLE once
     it drains). ``max_concurrent_runs`` (>= 1): runs executing at once, the rest queue FIFO.
     ``registry``: Prometheus registry for the ``moria_orchestrator_*`` metrics (None: a new
-    one, at ``self.registry``). ``prices_dir``: the folder whose YAML files a submitted
-    ``eval.prices`` may name (None: only inline price tables are taken). ``token_envs``: the
+    one, at ``self.registry``). ``files``: the server files a submitted run may name, by
+    name (``moria.server_files``: price tables, demonstration folders, BALROG checkouts, ...;
+    default: none, so a run gives its price table inline). ``allowed_endpoints``: the env and
+    policy server targets a submitted run's ``endpoints`` may name (default: none; a run
+    without endpoints runs on a local stack the service starts). ``token_envs``: the
     environment variables a submitted ``endpoints.token_env`` may name (the service's own
     secrets are not a submitter's to send elsewhere). Call
     ``await start()`` before serving (loads the runs and resumes unfinished ones) and
@@ -256,12 +324,17 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     def __init__(self, state_dir: str | Path, *, drain: Drain | None = None,
                  max_concurrent_runs: int = 1,
                  registry: CollectorRegistry | None = None,
-                 prices_dir: str | Path | None = None,
+                 files: server_files.ServerFiles | None = None,
+                 allowed_endpoints: Iterable[str] = (),
                  token_envs: Iterable[str] = DEFAULT_TOKEN_ENVS):
         if max_concurrent_runs < 1:
             raise ValueError(f"max_concurrent_runs must be >= 1 (got {max_concurrent_runs})")
         self.state_dir = Path(state_dir).resolve()
-        self.prices_dir = Path(prices_dir).resolve() if prices_dir is not None else None
+        self.files = files if files is not None else server_files.ServerFiles()
+        if self.files.client_paths:
+            raise ValueError("the orchestrator service never takes a submitted run's paths "
+                             "as given: offer folders instead")
+        self.allowed_endpoints = EndpointAllowList(allowed_endpoints)
         self.token_envs = frozenset(token_envs)
         self.drain = drain or Drain()
         self.max_concurrent_runs = max_concurrent_runs
@@ -487,8 +560,9 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
 
         Raises RunServiceError INVALID_ARGUMENT for a spec over ``MAX_SPEC_BYTES``, over the
         spec bounds (``orchestrator.plan.spec.check_spec_size``, ``MAX_EPISODES``), invalid, with a
-        bad run id, or with an ``eval.prices`` file outside ``--prices-dir``. Every message
-        quotes the request bounded (``moria.quoting``)."""
+        bad run id, with a server file the service does not offer (``_resolve_files``), or
+        with endpoints outside ``allowed_endpoints``. Every message quotes the request
+        bounded (``moria.quoting``)."""
         size = request.spec.ByteSize()
         if size > MAX_SPEC_BYTES:
             raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
@@ -519,8 +593,8 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                                   "digits, '.', '_' or '-', starting with a letter or digit")
         spec.eval.run_id = run_id
         spec.eval.output_dir = str(self.runs_dir / run_id)
-        if isinstance(spec.eval.prices, str):
-            spec.eval.prices = self._price_file(spec.eval.prices)
+        self._check_endpoints(spec)
+        self._resolve_files(spec)
         token_env = spec.endpoints.token_env
         if token_env is not None and token_env not in self.token_envs:
             allowed = ", ".join(sorted(self.token_envs)) or "none"
@@ -529,22 +603,31 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                                   f"lend to runs; allowed (--token-envs): {allowed}")
         return run_id, spec
 
-    def _price_file(self, name: str) -> str:
-        """The path of the price table ``name`` under ``--prices-dir``: a remote run may not
-        name server files. Decided from the name alone, before any file is touched, so the
-        answer never tells whether a path exists. Raises RunServiceError INVALID_ARGUMENT."""
-        allowed = ("give the table inline (eval.prices: {as_of, currency, models: {name: "
-                   "{input, output, cached_input}}})")
-        if self.prices_dir is None:
+    def _resolve_files(self, spec: RunSpec) -> None:
+        """Every field of ``spec`` naming a server file (``map_server_files``) resolved by the
+        service's folders: a remote run names server files only by the names the service
+        offers, decided from the name before any file is touched (the answer never tells
+        whether a path exists). A run with endpoints keeps the names of the files its env and
+        agent servers open, for them to resolve. Raises RunServiceError INVALID_ARGUMENT."""
+        kinds = SERVICE_FILE_KINDS if spec.endpoints.configured else None
+        try:
+            map_server_files(spec, self.files.resolve, kinds)
+        except server_files.ServerFileError as exc:
+            hint = ("; or give the price table inline (eval.prices: {as_of, currency, models: "
+                    "{name: {input, output, cached_input}}})"
+                    if str(exc).startswith("eval.prices") else "")
+            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT, f"{exc}{hint}") from None
+
+    def _check_endpoints(self, spec: RunSpec) -> None:
+        """Refuse a run whose ``endpoints`` name a target outside ``allowed_endpoints`` (the
+        service dials only the servers its operator listed). Raises RunServiceError
+        INVALID_ARGUMENT naming the first such targets."""
+        strays = [t for t in spec.endpoints.targets if not self.allowed_endpoints.allows(t)]
+        if strays:
             raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
-                                  f"eval.prices names a file, but this service takes no price "
-                                  f"files (it runs without --prices-dir); {allowed}")
-        if not PRICE_FILE_PATTERN.match(name):
-            raise RunServiceError(grpc.StatusCode.INVALID_ARGUMENT,
-                                  f"eval.prices {quote(name, 80)} is not a file name: name a "
-                                  "YAML file in the service's --prices-dir (letters, digits, "
-                                  f"'.', '_', '-'; ending .yaml or .yml), or {allowed}")
-        return str(self.prices_dir / name)
+                                  f"endpoints: {quote_names(dict.fromkeys(strays), 5)} not "
+                                  "among the servers this service dials (--allowed-endpoints: "
+                                  f"{self.allowed_endpoints.describe()})")
 
     async def _run_message(self, entry: RunEntry, *, with_spec: bool = True) -> pb.Run:
         if entry.done_keys is None:
@@ -720,9 +803,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--token-envs", default=",".join(DEFAULT_TOKEN_ENVS),
                         help="comma-separated environment variables a submitted "
                              "endpoints.token_env may name (default: %(default)s; '' for none)")
-    parser.add_argument("--prices-dir", default=None,
-                        help="folder of price tables a submitted eval.prices may name by file "
-                             "name (default: none; submitted runs give their table inline)")
+    parser.add_argument("--allowed-endpoints", default=os.environ.get(ALLOWED_ENDPOINTS_ENV, ""),
+                        help="comma-separated env and policy server targets (or IP networks, "
+                             "e.g. 10.0.0.0/8) a submitted run's endpoints may name (default: "
+                             f"${ALLOWED_ENDPOINTS_ENV}, else none: submitted runs run on a "
+                             "local stack)")
+    server_files.add_arguments(parser, FILE_KINDS, client_paths=False)
     add_server_arguments(parser, default_address="0.0.0.0:50070")
     return parser
 
@@ -736,16 +822,23 @@ async def serve(args: argparse.Namespace) -> None:
         raise SystemExit(f"--max-concurrent-runs must be >= 1 (got {args.max_concurrent_runs})")
     options = server_options_from_args(args)
     drain = Drain()
+    try:
+        allowed = EndpointAllowList(args.allowed_endpoints.split(","))
+    except ValueError as exc:
+        raise SystemExit(f"--allowed-endpoints: {exc}") from None
     servicer = OrchestratorServicer(args.state_dir, drain=drain,
                                     max_concurrent_runs=args.max_concurrent_runs,
-                                    prices_dir=args.prices_dir,
+                                    files=server_files.ServerFiles.from_args(args, FILE_KINDS),
+                                    allowed_endpoints=allowed.targets | {
+                                        str(n) for n in allowed.networks},
                                     token_envs=[n for n in args.token_envs.split(",") if n])
     await servicer.start()
     serve_metrics_if_asked(args.metrics_address, servicer.registry)
     server = MoriaServer(
         [lambda s: pb_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],
         [pb.DESCRIPTOR.services_by_name["OrchestratorService"].full_name],
-        address=args.address, drain=drain, grace_s=args.grace, **options)
+        address=args.address, drain=drain, grace_s=args.grace, request_limits=REQUEST_LIMITS,
+        **options)
     await run_until_signalled(server, servicer.aclose)
 
 

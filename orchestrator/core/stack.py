@@ -101,10 +101,12 @@ class LocalStack:
         try:
             capacity = [] if self.env_capacity is None else ["--capacity",
                                                               str(self.env_capacity)]
+            # the children are reached by this process alone (a private unix socket): they
+            # take the run's file paths as given (moria.server_files)
             self._spawn("env_server", ["--families", ",".join(self.env_families), *capacity,
-                                       *self.env_args], self.env_vars)
+                                       "--client-paths", *self.env_args], self.env_vars)
             if self.with_agent:
-                self._spawn("agent_server", [])
+                self._spawn("agent_server", ["--client-paths"])
             await asyncio.gather(*(self._wait_healthy(c) for c in self.children))
         except BaseException:
             self.stop()

@@ -17,13 +17,14 @@ import functools
 import types
 import typing
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -35,8 +36,10 @@ from pydantic import (
 
 from moria.config import AgentConfig, ClientConfig
 from moria.families import FamilyManifest, default_tasks, families
+from moria.family_options import OptionError, check_options
 from moria.quoting import quote, quote_names
 from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
+from moria.server_files import INSTALLED, names_a_model_file
 from orchestrator.plan.overrides import apply_overrides
 from orchestrator.plan.worker_config import (
     WorkerConfigError,
@@ -188,8 +191,22 @@ class _TasksSection(_Strict):
 
 
 def _options_field(manifest: FamilyManifest) -> Any:
-    return (dict[str, Any], Field(default_factory=functools.partial(dict, manifest.default_options),
-                                  description=manifest.options_help or None))
+    checked = Annotated[dict[str, Any],
+                        AfterValidator(functools.partial(_check_family_options, manifest))]
+    return (checked, Field(default_factory=functools.partial(dict, manifest.default_options),
+                           description=manifest.options_help or None))
+
+
+def _check_family_options(manifest: FamilyManifest, value: dict[str, Any]) -> dict[str, Any]:
+    """``envs.<env>_kwargs`` checked against the family's schema (``moria.family_options``;
+    keys only some tasks take are the env server's call), so a bad option fails before any
+    server starts. Returns ``value`` as given; raises ValueError naming the key, the value and
+    what is allowed."""
+    try:
+        check_options(manifest.options, value, where="", fill_defaults=False)
+    except OptionError as exc:
+        raise ValueError(str(exc)) from None
+    return value
 
 
 def _tasks_field(env: str) -> Any:
@@ -409,25 +426,66 @@ def load_spec(path: str | Path | None = None, overrides: list[str] | None = None
 
 def resolve_local_paths(spec: RunSpec) -> RunSpec:
     """Make the spec's file paths absolute from the current directory, for a run whose servers
-    are started here (no ``endpoints``): RL checkpoints, ``agent.balrog_source``, the demo
-    folder and the price table, so errors name the resolved path and the local servers
-    (whatever their working directory) open the same files. With endpoints, paths name files
-    of those servers and are left as given. Returns ``spec``, changed in place."""
+    are started here (no ``endpoints``): every field naming a server file
+    (:func:`map_server_files`: BALROG checkouts, model files, RL checkpoints, the demo folder,
+    the price table, family options such as Boxoban levels), so errors name the resolved path
+    and the local servers (whatever their working directory) open the same files. With
+    endpoints, paths name files of those servers and are left as given. Returns ``spec``,
+    changed in place."""
     if spec.endpoints.configured:
         return spec
+    return map_server_files(spec, lambda kind, value, name: str(Path(value).expanduser().resolve()))
 
-    def absolute(path: str) -> str:
-        return str(Path(path).expanduser().resolve())
 
-    for agent in (spec.agent, *(p.agent for p in spec.players.values() if p.agent)):
-        if agent.checkpoint:
-            agent.checkpoint = absolute(agent.checkpoint)
-        if agent.balrog_source and agent.balrog_source != "installed":
-            agent.balrog_source = absolute(agent.balrog_source)
-    if spec.eval.icl_dataset:
-        spec.eval.icl_dataset = absolute(spec.eval.icl_dataset)
+#: What :func:`map_server_files` passes each field through: (kind of server file, the field's
+#: value, its dotted name) -> the value to keep. Kinds are ``moria.server_files.FILE_KINDS``.
+FileMapper = Callable[[str, str, str], str]
+
+
+def map_server_files(spec: RunSpec, mapper: FileMapper,
+                     kinds: Collection[str] | None = None) -> RunSpec:
+    """Pass every field of ``spec`` that names a server file through ``mapper`` (only those of
+    ``kinds``, when given) and keep what it returns: each seat's ``agent.balrog_source`` (but
+    ``installed``) and ``agent.checkpoint``, each seat's ``client.model_id`` where it names a
+    model file, ``eval.icl_dataset``, ``eval.prices`` (a file name), the files of
+    ``endpoints.tls``, and every ``envs.<env>_kwargs`` option its family's schema marks
+    ``server_path``. The one list of such fields: the CLI makes them absolute, the
+    orchestrator service resolves them by the folders it offers. Returns ``spec``, changed in
+    place; raises what ``mapper`` raises."""
+    def apply(kind: str, value: str | None, name: str) -> str | None:
+        if not value or (kinds is not None and kind not in kinds):
+            return value
+        return mapper(kind, value, name)
+
+    seats: list[tuple[str, AgentConfig | None, ClientConfig | None]] = [
+        ("", spec.agent, spec.client)]
+    seats += [(f"players.{agent_id}.", p.agent, p.client) for agent_id, p in spec.players.items()]
+    for prefix, agent, client in seats:
+        if agent is not None:
+            if agent.balrog_source != INSTALLED:
+                agent.balrog_source = apply("balrog_source", agent.balrog_source,
+                                            f"{prefix}agent.balrog_source")
+            agent.checkpoint = apply("checkpoint", agent.checkpoint, f"{prefix}agent.checkpoint")
+        if client is not None and names_a_model_file(client.client_name, client.model_id,
+                                                     client.base_url):
+            client.model_id = apply("model", client.model_id, f"{prefix}client.model_id")
+    spec.eval.icl_dataset = apply("demos", spec.eval.icl_dataset, "eval.icl_dataset")
     if isinstance(spec.eval.prices, str):
-        spec.eval.prices = absolute(spec.eval.prices)
+        spec.eval.prices = apply("prices", spec.eval.prices, "eval.prices")
+    tls = spec.endpoints.tls
+    if tls is not None:  # frozen: replaced by a copy
+        spec.endpoints.tls = tls.model_copy(update={
+            key: apply("tls", getattr(tls, key), f"endpoints.tls.{key}")
+            for key in ("ca_cert", "client_cert", "client_key")})
+    manifests = families()
+    for env in spec.envs.env_list:
+        options = getattr(spec.envs, f"{env}_kwargs", None)
+        manifest = manifests.get(env)
+        if not options or manifest is None:
+            continue
+        for key, option in manifest.options.items():
+            if option.kind == "server_path" and isinstance(options.get(key), str):
+                options[key] = apply(option.path_kind, options[key], f"envs.{env}_kwargs.{key}")
     return spec
 
 

@@ -43,9 +43,10 @@ in a free-text game, its default action). To be registered a family must satisfy
 7. ``close()`` may be called twice (also on a game never reset), and stepping a closed game
    raises ``RuntimeError``.
 8. Unknown family options (``GameOptions.kwargs``) are rejected with ``GameOptionError`` naming
-   the unknown key and listing the allowed ones (``env_server.options.reject_unknown``); every
-   listed key is recognised: a nonsense value for it is accepted or refused with
-   ``GameOptionError`` (``Family.open``'s contract), never with another exception.
+   the unknown key and listing the allowed ones, which are exactly the keys the family's
+   manifest schema takes for the task (``Family.check_options``); every listed key is
+   recognised: a nonsense value for it is accepted or refused with ``GameOptionError``
+   (``Family.open``'s contract), never with another exception.
 
 Known family defects are listed in ``KNOWN_DEFECTS`` and run as strict xfails.
 
@@ -586,6 +587,8 @@ def test_unknown_options_are_rejected_with_the_allowed_keys(
     assert match, f"the message does not list the allowed keys: {message!r}"
     allowed = [k.strip() for k in match.group(1).split(",") if k.strip()]
     assert UNKNOWN_OPTION not in allowed
+    schema, _ = family.option_schema()
+    assert set(allowed) == {k for k, spec in schema.items() if spec.applies_to(task.task)}
     for key in allowed:
         # A listed key is recognised: a nonsense value may be accepted or refused, but only
         # with GameOptionError, and not as an unknown key.

@@ -126,7 +126,8 @@ def test_the_page_has_the_examples_and_they_parse_as_the_contract() -> None:
 async def servers(state_dir: Path) -> AsyncIterator[dict[str, str]]:
     """Env, policy and orchestrator servers on loopback: the page's address -> the real one."""
     async with env_server() as env, policy_server() as pol:
-        server, servicer = await start_orchestrator(state_dir)
+        server, servicer = await start_orchestrator(state_dir,
+                                                  allowed_endpoints=[env.target, pol.target])
         try:
             yield {ENV_ADDRESS: env.target, POLICY_ADDRESS: pol.target,
                    ORCHESTRATOR_ADDRESS: server.bound_address}

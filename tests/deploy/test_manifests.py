@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestrator.apps.service import ALLOWED_ENDPOINTS_ENV, EndpointAllowList
 from orchestrator.plan.spec import load_spec
 from tests.deploy import dockerfiles
 from tests.deploy.dockerfiles import REPO
@@ -332,6 +333,16 @@ def test_compose_run_spec_loads_and_targets_compose_services(compose: dict[str, 
         assert replicas == 1 or target.startswith("dns:///"), target
 
 
+def test_compose_orchestrator_dials_the_run_files_endpoints_and_no_other(
+        compose: dict[str, Any]) -> None:
+    """A run submitted to the orchestrator service may name only the servers it is told to
+    dial (its --allowed-endpoints, from the variable): run.yaml's, every one of them."""
+    allowed = EndpointAllowList(
+        compose["services"]["orchestrator"]["environment"][ALLOWED_ENDPOINTS_ENV].split(","))
+    spec = load_spec(DEPLOY / "run.yaml")
+    assert set(spec.endpoints.targets) == allowed.targets and not allowed.networks
+
+
 def test_compose_publishes_no_metrics_port(compose: dict[str, Any]) -> None:
     published = {name: svc["ports"] for name, svc in compose["services"].items()
                  if "ports" in svc}
@@ -497,6 +508,11 @@ def test_k8s_run_spec_loads_and_targets_rendered_services(
         assert service in services and namespace == "moria", target
         assert services[service]["clusterIP"] == "None", target
         assert int(port) in {p["port"] for p in services[service]["ports"]}, target
+    # the orchestrator service dials exactly the run spec's servers (--allowed-endpoints)
+    (service,) = [c for name, pod in _pods(rendered) if name == "moria-orchestrator"
+                  for c in pod["containers"]]
+    variable = {e["name"]: e["value"] for e in service["env"]}[ALLOWED_ENDPOINTS_ENV]
+    assert EndpointAllowList(variable.split(",")).targets == set(targets)
     if _is_tls(rendered):
         assert spec.endpoints.tls is not None
         assert spec.endpoints.tls.ca_cert == f"{TLS_DIR}/ca.crt"

@@ -83,5 +83,6 @@ def test_an_option_an_env_rejects_stops_the_run_before_any_episode(tmp_path: Pat
                  "envs.crafter_kwargs.text_fromat=current", f"eval.output_dir={tmp_path / 'b'}",
                  "--no-progress")
     assert typo.returncode == 2
-    assert "text_fromat" in typo.stderr and "allowed: text_format" in typo.stderr
+    assert "envs.crafter_kwargs': unknown key 'text_fromat'" in typo.stderr
+    assert "text_format" in typo.stderr.split("allowed:")[1]
     assert not list((tmp_path / "b").rglob("*_run_*.json"))

@@ -67,6 +67,7 @@ from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.server import MoriaServer
+from moria.server_files import ServerFiles
 from orchestrator.apps.service import OrchestratorServicer
 from orchestrator.plan import spec as spec_module
 from orchestrator.plan.spec import DEFAULT_NUM_EPISODES, TasksConfig
@@ -352,8 +353,10 @@ def orch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchFixture]:
     errors = ErrorRecords()
 
     async def start() -> OrchFixture:
-        # prices_dir: the folder whose file names a submitted eval.prices may give
-        server, servicer = await start_orchestrator(state, prices_dir=prices)
+        # prices: the folder whose file names a submitted eval.prices may give; DEAD: the one
+        # server the specs' endpoints name (nothing listens there)
+        server, servicer = await start_orchestrator(
+            state, files=ServerFiles({"prices": prices}), allowed_endpoints=[DEAD])
         channel = grpc.aio.insecure_channel(server.bound_address, options=CLIENT_OPTIONS)
         fx = OrchFixture(loop, server, channel,
                          pb_grpc.OrchestratorServiceStub(channel), servicer, errors)

@@ -39,6 +39,7 @@ from moria.clients import EnvClient
 from moria.codecs import dict_from_struct, text_action
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.server_files import ServerFiles
 from tests.support.servers import env_server
 
 HARVEST = "commons_harvest__open_0"  # 5 focal players, 2 bots (free_0, free_1: plain models)
@@ -188,7 +189,9 @@ async def test_scenario_episodes_over_grpc_with_the_bots_of_the_tarball(
     sampled = {seed: expected_bots(HARVEST, seed) for seed in seeds}
     # the seeds cover both bots (with replacement: a slot pair may repeat a bot)
     assert {b for bots in sampled.values() for b in bots.values()} == set(plays)
-    async with env_server(("meltingpot",)) as srv:
+    # the server offers the folder holding the tarball (--meltingpot-assets); Opens name it
+    offered = ServerFiles({"meltingpot_assets": path.parent})
+    async with env_server(("meltingpot",), files=offered) as srv:
         client = EnvClient(srv.target)
         listed = {t.task: t for t in await client.list_tasks("meltingpot")}
         assert listed[HARVEST].unavailable == package.NEEDS_ASSETS  # no server-wide assets
@@ -197,7 +200,7 @@ async def test_scenario_episodes_over_grpc_with_the_bots_of_the_tarball(
             request = env_pb.OpenRequest(task=f"meltingpot:{HARVEST}", seed=seed, max_steps=6,
                                          observation=env_pb.ObservationOptions(
                                              include_tensors=True))
-            request.options.update({"assets": str(path)})
+            request.options.update({"assets": path.name})
             opened = await session.open(request)
             seats = [f"player_{i}" for i in range(5)]
             assert sorted(opened.agents) == seats and opened.max_steps == 6
@@ -239,7 +242,8 @@ async def test_a_missing_model_and_unreadable_assets_refuse_the_open_naming_the_
     path = tarball(tmp_path)
     bad = tmp_path / "meltingpot-assets-broken.tar.gz"
     bad.write_bytes(b"not a tarball")
-    async with env_server(("meltingpot",)) as srv:
+    async with env_server(("meltingpot",), files=ServerFiles({"meltingpot_assets": tmp_path}),
+                          ) as srv:
         client = EnvClient(srv.target)
         for assets, words in (
                 (path, f"bot commons_harvest__open__free_1: its saved model is missing from "
@@ -251,7 +255,7 @@ async def test_a_missing_model_and_unreadable_assets_refuse_the_open_naming_the_
                  "/saved_model.pb"),
                 (bad, f"the assets {bad.resolve()} are not a tar archive")):
             request = env_pb.OpenRequest(task=HARVEST, seed=1)
-            request.options.update({"assets": str(assets)})
+            request.options.update({"assets": assets.name})
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await client.session().open(request)
             assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION

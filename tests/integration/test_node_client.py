@@ -173,7 +173,8 @@ async def test_policy_play(node_path: str) -> None:
 async def test_orchestrator_run(node_path: str, tmp_path: Path) -> None:
     episodes, cap = 3, 8
     async with env_server() as env, policy_server() as pol:
-        server, servicer = await start_orchestrator(tmp_path / "state")
+        server, servicer = await start_orchestrator(tmp_path / "state",
+                                                  allowed_endpoints=[env.target, pol.target])
         try:
             ran = await node(node_path, "orchestrator_run.js", "--address", server.bound_address,
                              "--env", env.target, "--policy", pol.target, "--task", TASK,

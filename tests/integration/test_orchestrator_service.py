@@ -77,7 +77,8 @@ def finished_keys(events: list[pb.RunEvent]) -> list[tuple[str, str, int]]:
 
 async def test_run_completes_and_streams_every_event_once(tmp_path: Path) -> None:
     async with env_server() as env, policy_server() as pol, \
-            orchestrator(tmp_path / "state") as (client, _):
+            orchestrator(tmp_path / "state", allowed_endpoints=[env.target, pol.target],
+                         ) as (client, _):
         spec = run_spec(env.target, pol.target, 3)
         submitted = await client.submit_run(spec, run_id="oracle-3")
         assert submitted.created and submitted.run_id == "oracle-3"
@@ -177,7 +178,8 @@ async def test_bad_requests_get_clear_codes(tmp_path: Path) -> None:
 
 async def test_cancel_and_queue_and_pages(tmp_path: Path) -> None:
     async with env_server() as env, policy_server() as pol, \
-            orchestrator(tmp_path, max_concurrent_runs=1) as (client, _):
+            orchestrator(tmp_path, max_concurrent_runs=1,
+                         allowed_endpoints=[env.target, pol.target]) as (client, _):
         long_spec = run_spec(env.target, pol.target, 200)
         await client.submit_run(long_spec, run_id="long")
         queued = await client.submit_run(run_spec(env.target, pol.target, 1), run_id="waiting")
@@ -242,11 +244,13 @@ def _socket_address(tmp_path: Path) -> str:
     return address
 
 
-def _serve(state_dir: Path, address: str, log: Path) -> subprocess.Popen[bytes]:
+def _serve(state_dir: Path, address: str, log: Path, endpoints: list[str],
+           ) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
             [str(VENV_BIN / "moria"), "serve", "orchestrator", "--state-dir", str(state_dir),
-             "--address", address, "--grace", "2"],
+             "--address", address, "--grace", "2",
+             "--allowed-endpoints", ",".join(endpoints)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -264,7 +268,7 @@ async def test_sigkilled_service_resumes_its_run_on_restart(tmp_path: Path) -> N
     address = _socket_address(tmp_path)
     episodes = 8
     async with env_server() as env, policy_server() as pol:
-        first = _serve(state, address, log)
+        first = _serve(state, address, log, [env.target, pol.target])
         follower: asyncio.Task[int] | None = None
         client = OrchestratorClient(address, reconnect_s=90.0, retry_wait_s=0.05)
         try:
@@ -285,7 +289,7 @@ async def test_sigkilled_service_resumes_its_run_on_restart(tmp_path: Path) -> N
             os.killpg(first.pid, signal.SIGKILL)
             await _wait_exit(first, 10)
 
-            second = _serve(state, address, log)
+            second = _serve(state, address, log, [env.target, pol.target])
             try:
                 # the client reconnects while the new process starts
                 await asyncio.wait_for(follower, timeout=240)
@@ -325,7 +329,8 @@ async def test_sigkilled_service_resumes_its_run_on_restart(tmp_path: Path) -> N
 
 async def test_cli_eval_remote(tmp_path: Path) -> None:
     async with env_server() as env, policy_server() as pol, \
-            orchestrator(tmp_path / "state") as (client, servicer):
+            orchestrator(tmp_path / "state", allowed_endpoints=[env.target, pol.target],
+                         ) as (client, servicer):
         address = client.target
         overrides = ["agent.type=oracle", f"tasks.babyai_tasks=[{TASK}]",
                      "eval.num_episodes.babyai=2", "eval.num_workers=1",
@@ -400,7 +405,7 @@ async def test_sigterm_interrupts_runs_and_the_next_start_resumes_them(tmp_path:
     state, log = tmp_path / "state", tmp_path / "orchestrator.log"
     address = _socket_address(tmp_path)
     async with env_server() as env, policy_server() as pol:
-        first = _serve(state, address, log)
+        first = _serve(state, address, log, [env.target, pol.target])
         client = OrchestratorClient(address, reconnect_s=90.0, retry_wait_s=0.05)
         try:
             await client.submit_run(run_spec(env.target, pol.target, 200), run_id="term")
@@ -416,7 +421,7 @@ async def test_sigterm_interrupts_runs_and_the_next_start_resumes_them(tmp_path:
             assert lines[-1]["type"] == "interrupted"
             done_before = len(load_episodes(out))
 
-            second = _serve(state, address, log)
+            second = _serve(state, address, log, [env.target, pol.target])
             try:
                 run = await client.get_run("term")  # retried until the new process serves
                 assert run.state in (pb.RUN_STATE_QUEUED, pb.RUN_STATE_RUNNING)

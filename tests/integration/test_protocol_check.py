@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from moria.server_files import ServerFiles
 from orchestrator.apps.protocol_check import run_check
 from orchestrator.store.protocol_record import saved_check
 from tests.integration.test_run_outcomes import moria, servers
@@ -57,10 +58,12 @@ async def test_eval_with_balrog_protocol_and_no_source_stops_before_any_episode(
 
 
 async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> None:
+    # the agent server offers the checkouts of a folder (--balrog-sources); the run names one
+    offered = ServerFiles({"balrog_source": STANDIN.parent})
     with FakeOpenAI(reply="turn left") as model:
-        async with env_server() as env, policy_server() as pol:
+        async with env_server() as env, policy_server(files=offered) as pol:
             code, _, err = await moria(
-                "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN}",
+                "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN.name}",
                 "client.client_name=vllm", f"client.base_url={model.base_url}",
                 "client.model_id=m", "envs.names=babyai",
                 "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",

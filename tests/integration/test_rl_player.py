@@ -15,7 +15,7 @@ from rich.console import Console
 
 from orchestrator.core.runner import PreflightError, run_evaluation
 from orchestrator.plan.spec import load_spec
-from tests.support.servers import env_server, policy_server
+from tests.support.servers import LOCAL_STACK_FILES, env_server, policy_server
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "examples/checkpoints/connect_four_v3_mlp.npz"
 GAMES = 20
@@ -27,7 +27,8 @@ MIN_WINS = 15
 
 
 async def _play(tmp_path: Path, rl_seat: str) -> list[dict]:
-    async with env_server(("pettingzoo",)) as env_srv, policy_server() as pol:
+    async with env_server(("pettingzoo",)) as env_srv, \
+            policy_server(files=LOCAL_STACK_FILES) as pol:
         spec = load_spec(None, [
             "envs.names=pettingzoo", "tasks.pettingzoo_tasks=[connect_four_v3]",
             f"eval.num_episodes.pettingzoo={GAMES}", f"eval.output_dir={tmp_path}",
@@ -61,7 +62,8 @@ async def test_shipped_checkpoint_beats_random_without_illegal_moves(
 
 async def test_checkpoint_for_another_task_stops_the_run_before_any_episode(
         tmp_path: Path) -> None:
-    async with env_server(("pettingzoo",)) as env_srv, policy_server() as pol:
+    async with env_server(("pettingzoo",)) as env_srv, \
+            policy_server(files=LOCAL_STACK_FILES) as pol:
         spec = load_spec(None, [
             "envs.names=pettingzoo", "tasks.pettingzoo_tasks=[tictactoe_v3]",
             "eval.num_episodes.pettingzoo=1", f"eval.output_dir={tmp_path}",

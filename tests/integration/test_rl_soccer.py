@@ -19,7 +19,7 @@ from rich.console import Console
 
 from orchestrator.core.runner import run_evaluation
 from orchestrator.plan.spec import load_spec
-from tests.support.servers import env_server, policy_server
+from tests.support.servers import LOCAL_STACK_FILES, env_server, policy_server
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "examples/checkpoints/soccer_2v2_mlp.npz"
 TASK = "MosaicMultiGrid-S-2v2-IndAgObs-v1"
@@ -27,7 +27,7 @@ RL_ACTIONS = {"left", "right", "forward", "pickup"}
 
 
 async def _run(out: Path, episodes: int, *overrides: str) -> list[dict]:
-    async with env_server(("multigrid",)) as env_srv, policy_server() as pol:
+    async with env_server(("multigrid",)) as env_srv, policy_server(files=LOCAL_STACK_FILES) as pol:
         spec = load_spec(None, [
             "envs.names=multigrid", f"tasks.multigrid_tasks=[{TASK}]",
             f"eval.num_episodes.multigrid={episodes}", f"eval.output_dir={out}",

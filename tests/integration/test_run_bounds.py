@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
+from moria.server_files import ServerFiles
 from orchestrator.plan.spec import MAX_EPISODES
 from tests.integration.test_orchestrator_service import follow_all, orchestrator, run_spec
 from tests.integration.test_run_outcomes import TASKS, moria, servers
@@ -22,6 +23,9 @@ from tests.support.servers import env_server, policy_server
 
 #: Far below the 16 KiB gRPC limit on trailing metadata: an error quotes its input bounded.
 MAX_DETAILS = 4096
+#: Where nothing listens: the endpoints of specs that are refused (or cancelled) before any
+#: episode; the service is told it may dial them (--allowed-endpoints).
+NOWHERE = "127.0.0.1:9"
 
 
 async def refused(client: Any, spec: dict[str, Any], run_id: str = "") -> grpc.aio.AioRpcError:
@@ -31,8 +35,9 @@ async def refused(client: Any, spec: dict[str, Any], run_id: str = "") -> grpc.a
 
 
 async def test_a_plan_over_the_maximum_is_refused_without_planning(tmp_path: Path) -> None:
-    async with orchestrator(tmp_path / "state") as (client, servicer):
-        spec = run_spec("127.0.0.1:9", "127.0.0.1:9", 1)
+    async with orchestrator(tmp_path / "state", allowed_endpoints=[NOWHERE]) as (client,
+                                                                              servicer):
+        spec = run_spec(NOWHERE, NOWHERE, 1)
         spec["eval"]["num_episodes"]["babyai"] = 10**9
         error = await refused(client, spec)
         # the service still answers at once afterwards
@@ -45,8 +50,8 @@ async def test_a_plan_over_the_maximum_is_refused_without_planning(tmp_path: Pat
 
 @pytest.mark.parametrize("keys", [5_000, 100_000])
 async def test_unknown_keys_get_a_bounded_invalid_argument(tmp_path: Path, keys: int) -> None:
-    async with orchestrator(tmp_path / "state") as (client, _):
-        spec = run_spec("127.0.0.1:9", "127.0.0.1:9", 1)
+    async with orchestrator(tmp_path / "state", allowed_endpoints=[NOWHERE]) as (client, _):
+        spec = run_spec(NOWHERE, NOWHERE, 1)
         spec["eval"].update({f"bogus_\x01_{i}": i for i in range(keys)})
         error = await refused(client, spec)
     details = error.details() or ""
@@ -56,8 +61,8 @@ async def test_unknown_keys_get_a_bounded_invalid_argument(tmp_path: Path, keys:
 
 
 async def test_a_hostile_run_id_is_quoted_bounded(tmp_path: Path) -> None:
-    async with orchestrator(tmp_path / "state") as (client, _):
-        error = await refused(client, run_spec("127.0.0.1:9", "127.0.0.1:9", 1),
+    async with orchestrator(tmp_path / "state", allowed_endpoints=[NOWHERE]) as (client, _):
+        error = await refused(client, run_spec(NOWHERE, NOWHERE, 1),
                               run_id="\x00" * 100_000)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert len((error.details() or "").encode()) < MAX_DETAILS
@@ -65,7 +70,8 @@ async def test_a_hostile_run_id_is_quoted_bounded(tmp_path: Path) -> None:
 
 async def test_unknown_tasks_fail_the_run_before_any_episode(tmp_path: Path) -> None:
     async with env_server() as env, policy_server() as pol, \
-            orchestrator(tmp_path / "state") as (client, _):
+            orchestrator(tmp_path / "state", allowed_endpoints=[env.target, pol.target],
+                         ) as (client, _):
         spec = run_spec(env.target, pol.target, 1)
         spec["tasks"]["babyai_tasks"] = [TASKS[0], *(f"no-such-task-{i}" for i in range(1000))]
         await client.submit_run(spec, run_id="bad-tasks")
@@ -80,14 +86,15 @@ async def test_unknown_tasks_fail_the_run_before_any_episode(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "/no/such/file.yaml", "../../prices.yaml"])
 async def test_price_files_of_the_server_are_not_readable(tmp_path: Path, path: str) -> None:
-    async with orchestrator(tmp_path / "state") as (client, _):
-        spec = run_spec("127.0.0.1:9", "127.0.0.1:9", 1)
+    async with orchestrator(tmp_path / "state", allowed_endpoints=[NOWHERE]) as (client, _):
+        spec = run_spec(NOWHERE, NOWHERE, 1)
         spec["eval"]["prices"] = path
         error = await refused(client, spec)
     details = error.details() or ""
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     # the same answer whether or not the file exists, and nothing of its content
-    assert "this service takes no price files" in details and "root" not in details
+    assert "this server offers none (it runs without --prices-dir)" in details
+    assert "give the price table inline" in details and "root" not in details
 
 
 async def test_price_files_are_taken_from_the_prices_dir_only(tmp_path: Path) -> None:
@@ -95,7 +102,8 @@ async def test_price_files_are_taken_from_the_prices_dir_only(tmp_path: Path) ->
     prices.mkdir()
     (prices / "lab.yaml").write_text("as_of: '2026-01-01'\nmodels: {}\n")
     async with env_server() as env, policy_server() as pol, \
-            orchestrator(tmp_path / "state", prices_dir=prices) as (client, _):
+            orchestrator(tmp_path / "state", files=ServerFiles({"prices": prices}),
+                         allowed_endpoints=[env.target, pol.target]) as (client, _):
         outside = run_spec(env.target, pol.target, 1)
         outside["eval"]["prices"] = "../prices/lab.yaml"
         error = await refused(client, outside)
@@ -105,13 +113,14 @@ async def test_price_files_are_taken_from_the_prices_dir_only(tmp_path: Path) ->
         await follow_all(client, "priced")
         run = await client.get_run("priced")
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "is not a file name" in (error.details() or "")
+    assert "is not a name the server offers" in (error.details() or "")
     assert run.state == pb.RUN_STATE_SUCCEEDED, run.error
 
 
 async def test_an_inline_price_table_is_used(tmp_path: Path) -> None:
     async with env_server() as env, policy_server() as pol, \
-            orchestrator(tmp_path / "state") as (client, _):
+            orchestrator(tmp_path / "state", allowed_endpoints=[env.target, pol.target],
+                         ) as (client, _):
         spec = run_spec(env.target, pol.target, 1)
         spec["eval"]["prices"] = {"as_of": "2026-11-01", "models": {"m": {"input": 1,
                                                                         "output": 2}}}
@@ -170,8 +179,8 @@ async def test_an_unknown_second_task_exits_2_before_any_episode(tmp_path: Path)
 @pytest.mark.parametrize("variable, allowed", [("OPENAI_API_KEY", False), ("MORIA_TOKEN", True)])
 async def test_a_submitted_token_env_is_one_the_service_lends(
         tmp_path: Path, variable: str, allowed: bool) -> None:
-    async with orchestrator(tmp_path / "state") as (client, _):
-        spec = run_spec("127.0.0.1:9", "127.0.0.1:9", 1)
+    async with orchestrator(tmp_path / "state", allowed_endpoints=[NOWHERE]) as (client, _):
+        spec = run_spec(NOWHERE, NOWHERE, 1)
         spec["endpoints"]["token_env"] = variable
         if allowed:
             await client.submit_run(spec, run_id="lent")

@@ -76,7 +76,8 @@ async def test_every_episode_failed_ends_the_service_run_failed(tmp_path: Path) 
     with FakeOpenAI() as model:
         model.script(*[Behaviour(status=500) for _ in range(10)])
         async with env_server() as env, policy_server() as pol, \
-                orchestrator(tmp_path / "state") as (client, _):
+                orchestrator(tmp_path / "state", allowed_endpoints=[env.target, pol.target],
+                             ) as (client, _):
             spec = run_spec(env.target, pol.target, 1, *failing_model_overrides(model.base_url))
             await client.submit_run(spec, run_id="all-failed")
             events = await follow_all(client, "all-failed")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from moria.clients import EnvClient
 from moria.codecs import dict_from_struct, struct_from_dict, text_action
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.family_options import OptionSpec, text
 from tests.support.servers import env_server
 
 pytestmark = pytest.mark.filterwarnings("ignore:Game .* is not fully supported")
@@ -33,7 +35,12 @@ JOBS = (("coin_collector", 25, True), ("the_cooking_game", 0, False))
 
 
 class SmallGamesFamily(TextWorldFamily):
-    """``TextWorldFamily`` on the test recipes; ``kwargs["games_dir"]`` names the games folder."""
+    """``TextWorldFamily`` on the test recipes; ``kwargs["games_dir"]`` names the games folder
+    (an option of this test family only: its schema is the real one plus ``games_dir``)."""
+
+    def option_schema(self) -> tuple[Mapping[str, OptionSpec], Mapping[str, OptionSpec]]:
+        schema, seats = super().option_schema()
+        return {**schema, "games_dir": text("the test's games folder", max_chars=4096)}, seats
 
     def open(self, task: str, options: GameOptions) -> Game:
         """Swap the test recipes in, point this (worker) process at the folder, then open."""

@@ -20,6 +20,7 @@ import pytest
 from env_server.families import FAMILIES
 from moria.clients import EnvClient
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.server_files import ServerFiles
 from tests.integration.test_run_bounds import _one_error
 from tests.integration.test_run_outcomes import moria
 from tests.support.servers import env_server, policy_server
@@ -71,7 +72,8 @@ async def test_meltingpot_lists_every_scenario_unavailable_and_refuses_it(
 
     reason = scenario_unavailable()
     assert reason == NEEDS_ASSETS  # make install installs tensorflow; the server has no assets
-    async with env_server(("meltingpot",)) as srv:
+    async with env_server(("meltingpot",), files=ServerFiles({"meltingpot_assets": tmp_path}),
+                          ) as srv:
         client = EnvClient(srv.target)
         tasks = await client.list_tasks("meltingpot")
         substrates, scenarios = tasks[:len(SUBSTRATES)], tasks[len(SUBSTRATES):]
@@ -91,7 +93,7 @@ async def test_meltingpot_lists_every_scenario_unavailable_and_refuses_it(
         tarball = tmp_path / "meltingpot-assets-2.3.0.tar.gz"
         tarball.write_bytes(b"")
         request = env_pb.OpenRequest(task="clean_up_0", seed=1)
-        request.options.update({"assets": str(tarball)})
+        request.options.update({"assets": tarball.name})  # offered by the server
         error = await _refused(client, request)
         assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "are not a tar archive" in error.details(), error.details()

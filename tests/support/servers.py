@@ -7,12 +7,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from env_server.service import MAX_ACTION_CHARS, EnvServicer
+from env_server.service import MAX_ACTION_CHARS, REQUEST_LIMITS, EnvServicer
 from moria.clients import close_channels
 from moria.env.v1 import env_service_pb2, env_service_pb2_grpc
 from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
 from moria.security import ServerSecurity
 from moria.server import MAX_MESSAGE_BYTES, Drain, MoriaServer
+from moria.server_files import ServerFiles
+
+#: What the local stack's servers take (``moria eval`` starts them with ``--client-paths`` on a
+#: private unix socket): the run's paths as given. For tests that play runs naming files (RL
+#: checkpoints, BALROG checkouts) through in-process servers, as a local run does.
+LOCAL_STACK_FILES = ServerFiles(client_paths=True)
 
 
 @dataclass
@@ -31,19 +37,22 @@ async def env_server(families: tuple[str, ...] = ("babyai",), *, capacity: int =
                      security: ServerSecurity | None = None,
                      max_message_bytes: int = MAX_MESSAGE_BYTES,
                      max_action_chars: int = MAX_ACTION_CHARS,
+                     files: ServerFiles | None = None,
                      ) -> AsyncIterator[Running]:
     """An EnvService on loopback hosting ``families`` (``process_families``: run those games
     in worker processes; None: as the families ask). ``security``: TLS/mTLS/bearer token
-    (None: plaintext); ``max_message_bytes`` and ``max_action_chars``: the server's limits."""
+    (None: plaintext); ``max_message_bytes`` and ``max_action_chars``: the server's limits;
+    ``files``: the server files clients may name (None: none, as ``moria serve env``)."""
     drain = Drain()
     servicer = EnvServicer(list(families), drain=drain, capacity=capacity,
                            idle_timeout_s=idle_timeout_s, workers=4,
-                           process_families=process_families, max_action_chars=max_action_chars)
+                           process_families=process_families, max_action_chars=max_action_chars,
+                           files=files)
     server = MoriaServer(
         [lambda s: env_service_pb2_grpc.add_EnvServiceServicer_to_server(servicer, s)],
         [env_service_pb2.DESCRIPTOR.services_by_name["EnvService"].full_name],
         address="127.0.0.1:0", drain=drain, grace_s=grace_s, security=security,
-        max_message_bytes=max_message_bytes)
+        max_message_bytes=max_message_bytes, request_limits=REQUEST_LIMITS)
     await server.start()
     try:
         yield Running(server.bound_address, server, servicer)
@@ -55,16 +64,19 @@ async def env_server(families: tuple[str, ...] = ("babyai",), *, capacity: int =
 
 @asynccontextmanager
 async def policy_server(*, capacity: int = 64, security: ServerSecurity | None = None,
-                        ) -> AsyncIterator[Running]:
-    """A PolicyService on loopback (``security``: TLS/mTLS/bearer token; None: plaintext)."""
+                        files: ServerFiles | None = None) -> AsyncIterator[Running]:
+    """A PolicyService on loopback (``security``: TLS/mTLS/bearer token; None: plaintext;
+    ``files``: the server files a config may name, None: none, as ``moria serve agent``)."""
+    from agent_server.service import REQUEST_LIMITS as POLICY_LIMITS
     from agent_server.service import PolicyServicer
 
     drain = Drain()
-    servicer = PolicyServicer(drain=drain, capacity=capacity)
+    servicer = PolicyServicer(drain=drain, capacity=capacity, files=files)
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
         [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
-        address="127.0.0.1:0", drain=drain, grace_s=2.0, security=security)
+        address="127.0.0.1:0", drain=drain, grace_s=2.0, security=security,
+        request_limits=POLICY_LIMITS)
     await server.start()
     try:
         yield Running(server.bound_address, server, servicer)
@@ -80,6 +92,7 @@ async def start_orchestrator(state_dir: Any, **kwargs: Any) -> tuple[MoriaServer
     server and the servicer; stop with ``server.shutdown()`` then ``servicer.aclose()``."""
     from moria.orchestrator.v1 import orchestrator_service_pb2 as orch_pb
     from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as orch_grpc
+    from orchestrator.apps.service import REQUEST_LIMITS as ORCHESTRATOR_LIMITS
     from orchestrator.apps.service import OrchestratorServicer
 
     drain = Drain()
@@ -88,6 +101,6 @@ async def start_orchestrator(state_dir: Any, **kwargs: Any) -> tuple[MoriaServer
     server = MoriaServer(
         [lambda s: orch_grpc.add_OrchestratorServiceServicer_to_server(servicer, s)],
         [orch_pb.DESCRIPTOR.services_by_name["OrchestratorService"].full_name],
-        address="127.0.0.1:0", drain=drain, grace_s=1.0)
+        address="127.0.0.1:0", drain=drain, grace_s=1.0, request_limits=ORCHESTRATOR_LIMITS)
     await server.start()
     return server, servicer

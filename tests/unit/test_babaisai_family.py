@@ -101,7 +101,8 @@ def test_bad_options_name_the_option(family, options) -> None:
     with pytest.raises(GameOptionError) as info:
         family.open("env/goto_win", options)
     first_word = str(info.value).split(":")[0]
-    assert first_word in {"tile_size", "text_fixes", "kwargs", "max_steps", "seed", "players"}
+    assert first_word in {"options.tile_size", "options.text_fixes", "options", "max_steps",
+                          "seed", "players"}
 
 
 # -- every puzzle -------------------------------------------------------------------------------

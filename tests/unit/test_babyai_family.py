@@ -289,12 +289,9 @@ def test_registered_babyai_env_with_oracle(family) -> None:
 
 
 def test_registered_kwargs_reach_the_constructor(family) -> None:
-    game = family.open("MiniGrid-Empty-5x5-v0", GameOptions(seed=0, kwargs={"size": 7}))
-    game.reset()
-    assert game.render().shape == (7 * 32, 7 * 32, 3)
     narrow = family.open(
-        "MiniGrid-Empty-5x5-v0",
-        GameOptions(seed=0, render_image=True, kwargs={"size": 9, "agent_view_size": 3}),
+        "MiniGrid-Empty-8x8-v0",
+        GameOptions(seed=0, render_image=True, kwargs={"agent_view_size": 3}),
     )
     view = narrow.reset()[A]
     assert view.image.shape == (3 * 32, 3 * 32, 3)
@@ -302,8 +299,20 @@ def test_registered_kwargs_reach_the_constructor(family) -> None:
     for line in view.long_term_context.split("\n"):
         assert line.startswith("a wall") or line.startswith("a green goal"), line
         assert "3 steps" not in line
-    with pytest.raises(GameOptionError):
+    with pytest.raises(GameOptionError, match="unknown key 'bogus'"):
         family.open("MiniGrid-Empty-5x5-v0", GameOptions(seed=0, kwargs={"bogus": 1}))
+    # what no client may give: a render mode (the server's choice), a grid size (some levels'
+    # generation never ends on a small one), a constructor's step limit
+    for key, value in (("render_mode", "human"), ("size", 1500), ("max_steps", 1e15)):
+        with pytest.raises(GameOptionError, match=f"unknown key '{key}'.*allowed: num_dists"):
+            family.open("MiniGrid-Empty-5x5-v0", GameOptions(seed=0, kwargs={key: value}))
+    # a value the constructor refuses is the client's error, never an internal one
+    with pytest.raises(GameOptionError, match="agent_view_size not accepted by "
+                                              "MiniGrid-Empty-5x5-v0: AssertionError"):
+        family.open("MiniGrid-Empty-5x5-v0", GameOptions(seed=0, kwargs={"agent_view_size": 4}))
+    with pytest.raises(GameOptionError, match="only for registered ids"):
+        family.open("BabyAI-MixedTrainLocal-v0/goto",
+                    GameOptions(seed=0, kwargs={"agent_view_size": 5}))
 
 
 # -- stdout -----------------------------------------------------------------------------------

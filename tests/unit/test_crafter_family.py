@@ -71,38 +71,43 @@ def test_one_task_and_errors(family) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"text_format": "fancy"}, "text_format: must be one of legacy, current"),
+        ({"text_format": "fancy"}, "options.text_format: must be one of legacy, current; "
+                                   "got 'fancy'"),
         ({"unique_items": False}, "unique_items: needs text_format=current"),
         ({"precise_location": True}, "precise_location: needs text_format=current"),
         ({"skip_items": ["grass"]}, "skip_items: needs text_format=current"),
         ({"edge_only_items": ["water"]}, "edge_only_items: needs text_format=current"),
-        ({"text_format": "current", "skip_items": ["rock"]}, "allowed: water, grass, stone"),
+        ({"text_format": "current", "skip_items": ["rock"]}, "from water, grass, stone"),
         ({"text_format": "current", "edge_only_items": "water"}, "must be a list"),
         ({"text_format": "current", "unique_items": "yes"}, "unique_items: must be true"),
-        ({"view": [7, 7]}, r"view: only \[9, 9\]"),
-        ({"reward": False}, "reward: only True"),
-        ({"seed": 3}, "seed: only None"),
+        ({"view": [7, 7]}, r"options.view: must be \[9, 9\]; got '\[7, 7\]'"),
+        ({"reward": False}, "options.reward: must be true; got 'false'"),
+        ({"seed": 3}, "options.seed: must be null; got '3'"),
         ({"size": [256]}, "size: must be two integers"),
         ({"area": [8, 64]}, r"area: .*\[16, 256\]"),
         ({"max_episode_steps": 0}, "max_episode_steps"),
-        ({"length": 10}, "unknown keys"),
+        ({"length": 10}, "unknown key 'length'"),
     ],
 )
 def test_option_errors(kwargs: dict, match: str) -> None:
     with pytest.raises(GameOptionError, match=match):
-        parse_kwargs(kwargs, "default")
+        CrafterFamily().open("default", GameOptions(seed=0, kwargs=kwargs))
+
+
+def parse_config(kwargs: dict) -> CrafterConfig:
+    """``kwargs`` through the schema, then ``parse_kwargs``, as ``CrafterFamily.open`` does."""
+    checked = CrafterFamily().check_options("default", GameOptions(seed=0, kwargs=kwargs))
+    return parse_kwargs(checked.kwargs, "default")
 
 
 def test_balrog_kwargs_accepted() -> None:
-    config = parse_kwargs(
+    config = parse_config(
         {"area": [64, 64], "view": [9, 9], "size": [256.0, 128], "reward": True, "seed": None,
          "max_episode_steps": 500, "unique_items": True, "precise_location": False,
-         "skip_items": [], "edge_only_items": []},
-        "default",
-    )
+         "skip_items": [], "edge_only_items": []})
     assert config.size == (256, 128) and config.area == (64, 64)
     assert config.max_episode_steps == 500 and config.text.text_format == "legacy"
-    current = parse_kwargs({"text_format": "current", "skip_items": ["sand", "grass"]}, "default")
+    current = parse_config({"text_format": "current", "skip_items": ["sand", "grass"]})
     assert current.text_metrics()["skip_items"] == ["sand", "grass"]
 
 

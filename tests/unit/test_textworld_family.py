@@ -72,7 +72,7 @@ def test_lists_the_three_balrog_tasks() -> None:
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"kwargs": {"keep_objective": "yes"}}, "keep_objective"),
-    ({"kwargs": {"level": 3}}, "unknown keys"),
+    ({"kwargs": {"level": 3}}, "unknown key 'level'"),
     ({"max_steps": 0}, "max_steps"),
     ({"players": [PlayerSpec("agent_0"), PlayerSpec("agent_1")]}, "single-agent"),
     ({"players": [PlayerSpec("bob")]}, "agent_0"),

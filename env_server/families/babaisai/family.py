@@ -2,9 +2,9 @@
 
 Tasks: ``env/<puzzle>`` (BALROG's ids, see ``tasks.py``); the bare ``<puzzle>`` is an alias.
 
-Family-specific options (``GameOptions.kwargs``):
-- ``tile_size`` (int, 4..128, default 32): pixels per cell of rendered frames;
-- ``text_fixes`` (bool, default False): corrected text observations (plural "steps" in every
+Family-specific options (``GameOptions.kwargs``; the schema is the manifest's ``options``):
+- ``tile_size`` (default 32): pixels per cell of rendered frames;
+- ``text_fixes`` (default False): corrected text observations (plural "steps" in every
   direction, every thing listed including baba and stacked things, rule colours shown) instead
   of the reference's text, which is the default for comparable scores.
 
@@ -14,10 +14,7 @@ Pure Python (numpy and Pillow only); the game modules are imported on first use.
 from __future__ import annotations
 
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
-from env_server.options import check_single_player, pop_bool, pop_int, reject_unknown, step_limit
-
-DEFAULT_TILE_SIZE = 32
-OPTION_NAMES = ["tile_size", "text_fixes"]
+from env_server.options import check_single_player, step_limit
 
 
 class BabaIsAIFamily(Family):
@@ -62,12 +59,11 @@ class BabaIsAIFamily(Family):
         puzzle = puzzle_name(task)
         if puzzle is None:
             raise TaskNotFoundError(task, list(TASK_NAMES))
+        options = self.check_options(task, options)
         check_single_player(self.name, options)
         step_limit(options, 1)  # validates options.max_steps; the game applies it
         if options.seed < 0:
             raise GameOptionError(f"seed: must be >= 0, got {options.seed}")
-        kwargs = dict(options.kwargs)
-        tile_size = pop_int(kwargs, "tile_size", DEFAULT_TILE_SIZE, 4, 128)
-        text_fixes = pop_bool(kwargs, "text_fixes", False)
-        reject_unknown(kwargs, task, OPTION_NAMES)
-        return BabaIsAIGame(PREFIX + puzzle, puzzle, options, tile_size, text_fixes)
+        kwargs = options.kwargs
+        return BabaIsAIGame(PREFIX + puzzle, puzzle, options, kwargs["tile_size"],
+                            kwargs["text_fixes"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from moria.families import BalrogReference, FamilyManifest, SuiteEntry
+from moria.family_options import boolean, integer
 
 _ONE_ROOM = ("goto_win", "make_win")
 _DISTRACTORS = ("", "-distr_obj", "-distr_rule", "-distr_obj_rule", "-distr_obj-irrelevant_rule")
@@ -25,4 +26,9 @@ MANIFESTS = [FamilyManifest(
     suites={"balrog": SuiteEntry(position=3, default_tasks=BALROG_TASKS, episodes_per_task=3)},
     oracle_source="solver", image="babaisai", id_prefixes=("env/",),
     options_help="text_fixes: true, tile_size",
+    options={
+        "tile_size": integer("pixels per cell of rendered frames", 32, 4, 128),
+        "text_fixes": boolean("corrected text observations instead of the reference's text "
+                              "(the default, for comparable scores)", False),
+    },
 )]

@@ -1,10 +1,11 @@
 """The ``babyai`` family: BALROG's MixedTrainLocal tasks plus every registered minigrid env.
 
-Family-specific options (``GameOptions.kwargs``):
-- ``num_dists`` (int, 0..20, default 0 as in BALROG): distractor objects of the MixedTrainLocal
-  level; ignored for registered ids, whose id fixes their own distractor count;
-- ``tile_size`` (int, 4..128, default 32): pixels per cell of rendered frames;
-- for registered ids, any other key is passed to the env constructor.
+Family-specific options (``GameOptions.kwargs``; the schema is the manifest's ``OPTIONS``):
+- ``num_dists`` (default 0 as in BALROG): distractor objects of the MixedTrainLocal level;
+  ignored for registered ids, whose id fixes their own distractor count;
+- ``tile_size``: pixels per cell of rendered frames;
+- ``agent_view_size`` (registered ids only): passed to the env constructor; no other key
+  ever reaches it (``manifest.REGISTERED_OPTIONS`` says why ``size`` does not).
 
 minigrid is imported on first use, not when this module is imported.
 """
@@ -13,11 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from env_server.families.babyai.manifest import REGISTERED_OPTIONS
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
-from env_server.options import check_single_player, pop_int, step_limit
-
-DEFAULT_TILE_SIZE = 32
-MAX_NUM_DISTS = 20
+from env_server.options import check_single_player, step_limit
+from moria.quoting import quote
 
 
 class BabyAIFamily(Family):
@@ -82,27 +82,25 @@ class BabyAIFamily(Family):
         ref = t.parse_task(task)
         if ref is None:
             raise TaskNotFoundError(task, t.all_task_names())
+        options = self.check_options(task, options)
         check_single_player(self.name, options)
         step_limit(options, 1)  # validates options.max_steps; the game applies it
 
-        kwargs = dict(options.kwargs)
-        tile_size = pop_int(kwargs, "tile_size", DEFAULT_TILE_SIZE, 4, 128)
+        kwargs = options.kwargs
+        constructor = {key: kwargs[key] for key in REGISTERED_OPTIONS if key in kwargs}
         if ref.is_mixed:
-            num_dists = pop_int(kwargs, "num_dists", 0, 0, MAX_NUM_DISTS)
-            if kwargs:
+            if constructor:
                 raise GameOptionError(
-                    f"kwargs: unknown keys {sorted(kwargs)} for {task}; allowed: num_dists, "
-                    "tile_size"
-                )
-            source: Any = MixedSource(ref.kind, num_dists)
+                    f"options: {', '.join(constructor)} only for registered ids; "
+                    f"{quote(task, 128)} takes num_dists, tile_size")
+            source: Any = MixedSource(ref.kind, kwargs["num_dists"])
         else:
             # num_dists configures MixedTrainLocal only; registered ids carry their own counts
             # (e.g. GoToLocalS8N7), and BALROG's family-wide num_dists=0 would break them.
-            kwargs.pop("num_dists", None)
-            source = RegisteredSource(ref.env_id, kwargs)
+            source = RegisteredSource(ref.env_id, constructor)
             if options.oracle and not source.has_expert:
                 source.close()
                 raise GameOptionError(
                     f"oracle: no expert for {task}; the BabyAI bot only plays BabyAI levels"
                 )
-        return BabyAIGame(task, source, options, tile_size)
+        return BabyAIGame(task, source, options, kwargs["tile_size"])

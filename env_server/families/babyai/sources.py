@@ -17,6 +17,7 @@ from env_server.families.babyai.levels import MixedTrainLocalLevel
 from env_server.families.babyai.quiet import silence_generation
 from env_server.families.babyai.tasks import kind_for_seed
 from env_server.game import GameOptionError
+from moria.quoting import quote
 
 
 class MixedSource:
@@ -45,20 +46,27 @@ class MixedSource:
 
 
 class RegisteredSource:
-    """A registered ``MiniGrid-*`` / ``BabyAI-*`` env, built with ``kwargs`` for its constructor.
+    """A registered ``MiniGrid-*`` / ``BabyAI-*`` env, built with ``kwargs`` for its constructor
+    (the client's ``agent_view_size``, checked against the manifest's schema; never anything
+    else, and never a render mode).
 
     Raises:
-        GameOptionError: the constructor rejects the keyword options.
+        GameOptionError: the constructor refuses the keyword options (a keyword it does not
+            take, or a value it rejects, e.g. an even ``agent_view_size``): the client's
+            input, so never an internal error.
     """
 
     def __init__(self, env_id: str, kwargs: dict[str, Any]):
         self._env_id = env_id
         try:
             env = gymnasium.make(env_id, disable_env_checker=True, **kwargs).unwrapped
-        except TypeError as exc:
+        except Exception as exc:
+            if not kwargs:
+                raise
             raise GameOptionError(
-                f"kwargs {sorted(kwargs)} not accepted by {env_id}: {exc}"
-            ) from exc
+                f"options {', '.join(sorted(kwargs))} not accepted by {env_id}: "
+                f"{type(exc).__name__}: {quote(exc, 200)}"
+            ) from None
         silence_generation(env)
         self._env = env
         # The BabyAI bot needs a BabyAI level (it reads the level's instructions).

@@ -55,6 +55,7 @@ class CrafterFamily(Family):
         """
         if task != TASK:
             raise TaskNotFoundError(task, [TASK])
+        options = self.check_options(task, options)
         check_single_player(self.name, options)
         step_limit(options, 1)  # validates options.max_steps; the game applies it
         if options.oracle:

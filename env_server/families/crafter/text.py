@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from env_server.families.crafter.manifest import TEXT_FORMATS  # noqa: F401  (re-exported; the manifest owns it)
 from env_server.families.crafter.vocab import (
     ITEMS,
     PLAYER_ID,
@@ -52,8 +53,6 @@ from env_server.families.crafter.vocab import (
     VITALS,
 )
 from env_server.families.crafter.window import CENTER, OUTSIDE, Frame, local_window
-
-TEXT_FORMATS: tuple[str, ...] = ("legacy", "current")
 
 SLEEPING_TEXT = "You are asleep; you cannot act until your energy is full again."
 DEAD_TEXT = "You have died."

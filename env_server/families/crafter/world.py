@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from env_server.families.crafter.config import VIEW, CrafterConfig
+from env_server.families.crafter.config import CrafterConfig
+from env_server.families.crafter.manifest import VIEW
 from env_server.families.crafter.window import Frame
 
 _WARM_AREA = (16, 16)

@@ -17,8 +17,9 @@ focal players' substrate slots); ``role`` (``PlayerSpec.role``) picks one of the
 roles for that seat (default: the substrate's default roles; a scenario's roles are fixed). Seat
 options: none.
 
-Family options (``GameOptions.kwargs``): ``assets`` (the path of Melting Pot's assets tarball or
-its extracted folder; it must exist), which only scenarios read (a substrate ignores it).
+Family options (``GameOptions.kwargs``): ``assets`` (Melting Pot's assets tarball or its
+extracted folder, a server file: ``moria.server_files``; it must exist), which only scenarios
+read (a substrate ignores it).
 ``oracle`` is accepted (``oracle.expert_action``).
 """
 
@@ -36,9 +37,8 @@ from env_server.game import (
     TaskUnavailableError,
     check_player_ids,
 )
-from env_server.options import reject_unknown, step_limit
-
-FAMILY_OPTIONS = ["assets"]
+from env_server.options import step_limit
+from moria.quoting import quote
 
 
 class MeltingPotFamily(Family):
@@ -113,13 +113,12 @@ class MeltingPotFamily(Family):
             raise TaskNotFoundError(task, [*SUBSTRATES, *scenario_specs()])
         if options.seed < 0:
             raise GameOptionError(f"seed: must be >= 0, got {options.seed}")
+        options = self.check_options(task, options)
         step_limit(options, 1)
-        kwargs = dict(options.kwargs)
-        assets = kwargs.pop("assets", None)
-        if assets is not None and (not isinstance(assets, str) or not Path(assets).exists()):
+        assets = options.kwargs.get("assets")
+        if assets is not None and not Path(assets).exists():
             raise GameOptionError(f"assets: must be the path of Melting Pot's assets "
-                                  f"tarball or folder; got {assets!r}")
-        reject_unknown(kwargs, "meltingpot", FAMILY_OPTIONS)
+                                  f"tarball or folder; got {quote(assets, 128)}")
         if scenario:
             return self._open_scenario(task, options, assets or default_assets())
         spec = task_spec(task)

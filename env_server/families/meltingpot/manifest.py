@@ -6,6 +6,7 @@ lists them)."""
 from __future__ import annotations
 
 from moria.families import FamilyManifest, SuiteEntry
+from moria.family_options import server_path
 
 MANIFESTS = [FamilyManifest(
     name="meltingpot", entry_point="env_server.families.meltingpot:MeltingPotFamily",
@@ -32,4 +33,7 @@ MANIFESTS = [FamilyManifest(
                   "meltingpot-scenarios extra; MORIA_MELTINGPOT_ASSETS sets it server-wide)"),
     # ListTasks takes no options: a local env server learns the assets from the variable
     server_env={"assets": "MORIA_MELTINGPOT_ASSETS"},
+    options={"assets": server_path("Melting Pot's assets tarball or extracted folder "
+                                   "(scenarios only; a substrate ignores it)",
+                                   "meltingpot_assets")},
 )]

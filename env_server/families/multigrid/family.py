@@ -35,10 +35,7 @@ from env_server.game import (
     TaskNotFoundError,
     check_player_ids,
 )
-from env_server.options import pop_choice, pop_int, reject_unknown, step_limit
-
-PLAYER_OPTIONS = ["coordination_level", "observation_mode", "role"]
-FAMILY_OPTIONS = ["coordination_level", "observation_mode"]
+from env_server.options import step_limit
 
 
 class MultigridFamily(Family):
@@ -88,38 +85,31 @@ class MultigridFamily(Family):
         if options.seed < 0:
             raise GameOptionError(f"seed: must be >= 0, got {options.seed}")
         step_limit(options, 1)  # validates options.max_steps; the env applies it
-        players = plan_players(spec.kind, spec.team_indices, options)
+        players = plan_players(spec.kind, spec.team_indices, self.check_options(task, options))
         return MultigridGame(spec, options, players)
 
 
 def plan_players(kind: str, team_indices: tuple[int, ...], options: GameOptions) -> dict[str, Any]:
-    """Every agent's ``PlayerSetup`` from the open options (module doc).
+    """Every agent's ``PlayerSetup`` from the open options (module doc), checked against the
+    manifest's schema (``MultigridFamily.check_options``) first.
 
     Raises ``GameOptionError`` as ``MultigridFamily.open`` documents."""
     from env_server.families.multigrid.game import PlayerSetup, agent_id
-    from env_server.families.multigrid.instruction import (
-        LEVELS,
-        OBSERVATION_MODES,
-        ROLES,
-        effective_level,
-    )
+    from env_server.families.multigrid.instruction import effective_level
+    from env_server.families.multigrid.manifest import ROLES
     from env_server.families.multigrid.tasks import SOCCER
 
     ids = [agent_id(i) for i in range(len(team_indices))]
-    kwargs = dict(options.kwargs)
-    default_level = pop_int(kwargs, "coordination_level", 1, LEVELS[0], LEVELS[-1])
-    default_mode = pop_choice(kwargs, "observation_mode", OBSERVATION_MODES[0],
-                              OBSERVATION_MODES)
-    reject_unknown(kwargs, "multigrid", FAMILY_OPTIONS)
+    default_level = options.kwargs["coordination_level"]
+    default_mode = options.kwargs["observation_mode"]
 
     asked: dict[str, tuple[int, str, str]] = {}
     check_player_ids(options.players, ids)
     for player in options.players:
-        opts = dict(player.options)
-        level = pop_int(opts, "coordination_level", default_level, LEVELS[0], LEVELS[-1])
-        mode = pop_choice(opts, "observation_mode", default_mode, OBSERVATION_MODES)
-        role = pop_choice(opts, "role", player.role, ("", *ROLES))
-        reject_unknown(opts, f"player {player.agent_id}", PLAYER_OPTIONS)
+        opts = player.options
+        level = opts.get("coordination_level", default_level)
+        mode = opts.get("observation_mode", default_mode)
+        role = opts.get("role", player.role)
         if player.role and role != player.role:
             raise GameOptionError(f"role: {player.agent_id} has role {player.role!r} and option "
                                   f"role {role!r}; give one")

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 from mosaic_multigrid.core.actions import Action
 
+from env_server.families.multigrid.manifest import LEVELS, OBSERVATION_MODES, ROLES
 from env_server.families.multigrid.tasks import SOCCER
 from env_server.game import ActionInfo
 
-LEVELS = (1, 2, 3)
-ROLES = ("forward", "defender")
-OBSERVATION_MODES = ("egocentric", "visible_teammates")
+__all__ = ["LEVELS", "OBSERVATION_MODES", "ROLES"]  # the manifest owns them; re-exported
 #: The action applied for an invalid answer: the package's no-op.
 DEFAULT_ACTION = Action.noop.name
 

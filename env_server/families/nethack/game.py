@@ -65,7 +65,6 @@ TEXT_KEYS = (
     "inv_letters",
     "inv_strs",
 )
-TEXT_MODES = ("hybrid", "language")
 
 
 def reduce_seed(seed: int) -> int:

@@ -49,9 +49,7 @@ from env_server.families.nethack.actions import (
 )
 from env_server.families.nethack.game import ENV_STEP_LIMIT, TEXT_KEYS, NetHackGame, StepOutcome
 from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo, TaskNotFoundError
-
-PROGRESSION_RULES = ("balrog", "fixed")
-_KWARGS = ["text_mode", "progression_rule", "boxoban_levels", "oracle_lookahead"]
+from moria.quoting import quote
 
 _DESCRIPTIONS = {
     "MiniHack-Boxoban-Hard-v0": "push four boulders onto four fountains (hard Boxoban level)",
@@ -118,14 +116,14 @@ class MiniHackFamily(Family):
         spec = mt.parse_task(task)
         if spec is None:
             raise TaskNotFoundError(task, mt.all_task_names())
+        options = self.check_options(task, options)
         opt.check_single_player(self.name, options)
         limit = opt.step_limit(options, mt.MAX_STEPS)
-        kwargs = dict(options.kwargs)
-        text_mode = opt.pop_text_mode(kwargs, options)
-        rule = opt.pop_choice(kwargs, "progression_rule", "balrog", PROGRESSION_RULES)
-        levels_dir = kwargs.pop("boxoban_levels", None)
-        lookahead = opt.pop_bool(kwargs, "oracle_lookahead", True)
-        opt.reject_unknown(kwargs, task, _KWARGS)
+        kwargs = options.kwargs
+        text_mode = opt.text_mode(options)
+        rule = kwargs["progression_rule"]
+        levels_dir = kwargs.get("boxoban_levels")
+        lookahead = kwargs["oracle_lookahead"]
         if options.oracle and not oracle.has_expert(task):
             raise GameOptionError(
                 f"oracle: no expert for {task}; tasks with an expert: "
@@ -148,12 +146,11 @@ def _level_source(levels_dir: Any) -> Any:
 
     if levels_dir is None:
         return LevelSource.generated()
-    if not isinstance(levels_dir, str) or not levels_dir:
-        raise GameOptionError(f"boxoban_levels: must be a directory path, got {levels_dir!r}")
     try:
         return LevelSource.official(levels_dir)
     except (OSError, ValueError) as exc:
-        raise GameOptionError(f"boxoban_levels: cannot use {levels_dir!r}: {exc}") from exc
+        raise GameOptionError(f"boxoban_levels: cannot use {quote(levels_dir, 128)}: "
+                              f"{quote(exc, 200)}") from None
 
 
 class MiniHackGame(NetHackGame):

@@ -46,8 +46,6 @@ from env_server.game import Family, Game, GameOptionError, GameOptions, TaskInfo
 
 TASK = "NetHackChallenge-v0"
 MAX_STEPS = 100_000
-NO_PROGRESS_TIMEOUT = 150
-_KWARGS = ["text_mode", "no_progress_timeout", "fixed_levels", "image_scale"]
 
 #: How every episode's ``NetHackScore`` is built (besides ``actions``, ``max_episode_steps`` and
 #: ``observation_keys``): BALROG's NetHackChallenge settings, plus the
@@ -111,14 +109,14 @@ class NLEFamily(Family):
         """
         if task != TASK:
             raise TaskNotFoundError(task, [TASK])
+        options = self.check_options(task, options)
         opt.check_single_player(self.name, options)
         limit = opt.step_limit(options, MAX_STEPS)
-        kwargs = dict(options.kwargs)
-        text_mode = opt.pop_text_mode(kwargs, options)
-        timeout = opt.pop_int(kwargs, "no_progress_timeout", NO_PROGRESS_TIMEOUT, 1, 100_000)
-        fixed = opt.pop_bool(kwargs, "fixed_levels", False)
-        scale = opt.pop_int(kwargs, "image_scale", 2, 1, 8)
-        opt.reject_unknown(kwargs, task, _KWARGS)
+        kwargs = options.kwargs
+        text_mode = opt.text_mode(options)
+        timeout = kwargs["no_progress_timeout"]
+        fixed = kwargs["fixed_levels"]
+        scale = kwargs["image_scale"]
         if options.oracle:
             from env_server.families.nethack.oracle import EXPERT_TASKS
 

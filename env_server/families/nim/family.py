@@ -20,8 +20,7 @@ oracle.
 
 from __future__ import annotations
 
-from typing import Any
-
+from env_server.families.nim.manifest import AGENTS
 from env_server.game import (
     Family,
     Game,
@@ -31,11 +30,9 @@ from env_server.game import (
     TaskNotFoundError,
     check_player_ids,
 )
-from env_server.options import pop_choice, reject_unknown, step_limit
+from env_server.options import step_limit
 from env_server.turn_based import TurnBasedGame
 
-#: the two agent ids, first mover first
-AGENTS: tuple[str, str] = ("player_0", "player_1")
 #: task -> heap sizes, the evaluation task first
 TASKS: dict[str, tuple[int, ...]] = {
     "nim_3-4-5": (3, 4, 5),
@@ -43,7 +40,6 @@ TASKS: dict[str, tuple[int, ...]] = {
 }
 #: plies after which a game is cut short (a draw); every task ends well before
 DEFAULT_MAX_STEPS = 40
-OPTIONS = ["progression_agent"]
 
 
 class NimFamily(Family):
@@ -77,10 +73,9 @@ class NimFamily(Family):
         if options.oracle:
             raise GameOptionError("oracle: the nim family has no expert player; "
                                   "open the game with oracle=false")
+        options = self.check_options(task, options)
         check_player_ids(options.players, AGENTS)
-        kwargs: dict[str, Any] = dict(options.kwargs)
-        progression_agent = pop_choice(kwargs, "progression_agent", AGENTS[0], AGENTS)
-        reject_unknown(kwargs, task, OPTIONS)
+        progression_agent = options.kwargs["progression_agent"]
         limit = step_limit(options, DEFAULT_MAX_STEPS)
 
         from env_server.families.nim.game import NimBoard

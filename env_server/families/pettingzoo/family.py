@@ -21,7 +21,6 @@ Family options (``GameOptions.kwargs``):
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import Any
 
 from env_server.game import (
@@ -33,7 +32,8 @@ from env_server.game import (
     TaskNotFoundError,
     check_player_ids,
 )
-from env_server.options import pop_int, reject_unknown, step_limit
+from env_server.options import step_limit
+from moria.quoting import quote
 
 #: task -> (agent ids, default ply limit, description); Go's limit is for the default 9x9
 TASKS: dict[str, tuple[tuple[str, ...], int, str]] = {
@@ -46,8 +46,6 @@ TASKS: dict[str, tuple[tuple[str, ...], int, str]] = {
     "tictactoe_v3": (("player_1", "player_2"), 9,
                      "Tic-Tac-Toe; moves name cells A1..C3 (columns A-C, rows 1-3 from the top)"),
 }
-GO_OPTIONS = ["board_size", "komi", "progression_agent"]
-COMMON_OPTIONS = ["progression_agent"]
 
 
 class PettingZooFamily(Family):
@@ -83,12 +81,13 @@ class PettingZooFamily(Family):
         if options.oracle:
             raise GameOptionError("oracle: the PettingZoo games have no expert player; "
                                   "open the game with oracle=false")
+        options = self.check_options(task, options)
         check_player_ids(options.players, agents)
-        kwargs: dict[str, Any] = dict(options.kwargs)
-        progression_agent = kwargs.pop("progression_agent", agents[0])
+        kwargs = options.kwargs
+        progression_agent = kwargs.get("progression_agent", agents[0])
         if progression_agent not in agents:
             raise GameOptionError(f"progression_agent: must be one of {', '.join(agents)}; "
-                                  f"got {progression_agent!r}")
+                                  f"got {quote(progression_agent, 64)}")
 
         from env_server.families.pettingzoo.game import PettingZooGame
 
@@ -99,7 +98,9 @@ class PettingZooFamily(Family):
 
 
 def _make_board(task: str, kwargs: dict[str, Any]) -> Any:
-    """The task's ``BoardGame`` (imports PettingZoo); pops and validates its options."""
+    """The task's ``BoardGame`` (imports PettingZoo), from its options (checked against the
+    manifest's schema: ``board_size`` and ``komi`` only reach Go); raises GameOptionError for
+    what the schema cannot say (an even board size, a komi not ending in .5)."""
     if task == "go_v5":
         from env_server.families.pettingzoo.go_board import (
             BOARD_SIZES,
@@ -108,18 +109,15 @@ def _make_board(task: str, kwargs: dict[str, Any]) -> Any:
             GoBoard,
         )
 
-        size = pop_int(kwargs, "board_size", DEFAULT_SIZE, min(BOARD_SIZES), max(BOARD_SIZES))
+        size = kwargs.get("board_size", DEFAULT_SIZE)
         if size not in BOARD_SIZES:
             raise GameOptionError(f"board_size: must be one of "
                                   f"{', '.join(map(str, BOARD_SIZES))}; got {size}")
-        komi = kwargs.pop("komi", DEFAULT_KOMI)
-        if (isinstance(komi, bool) or not isinstance(komi, Real)
-                or not 0.5 <= float(komi) <= 50.5 or float(komi) % 1 != 0.5):
+        komi = kwargs.get("komi", DEFAULT_KOMI)
+        if komi % 1 != 0.5:
             raise GameOptionError(f"komi: must be a number ending in .5 in [0.5, 50.5] "
-                                  f"(e.g. 7.5), got {komi!r}")
-        reject_unknown(kwargs, task, GO_OPTIONS)
+                                  f"(e.g. 7.5), got {komi:g}")
         return GoBoard(size, float(komi))
-    reject_unknown(kwargs, task, COMMON_OPTIONS)
     if task == "chess_v6":
         from env_server.families.pettingzoo.chess_board import ChessBoard
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from env_server.families.textworld.games import GAME_FAMILIES, build_game, index_for_seed
 from env_server.game import Family, Game, GameOptions, TaskInfo, TaskNotFoundError
-from env_server.options import check_single_player, pop_bool, reject_unknown, step_limit
+from env_server.options import check_single_player, step_limit
 
 MAX_STEPS = 80
 DEFAULT_ACTION = "help"
-OPTION_KEYS = ["keep_objective"]
 
 DESCRIPTIONS: dict[str, str] = {
     "treasure_hunter": "find and take one object in a 20-room maze with locked doors and "
@@ -68,11 +67,10 @@ class TextWorldFamily(Family):
         """
         if task not in GAME_FAMILIES:
             raise TaskNotFoundError(task, list(GAME_FAMILIES))
+        options = self.check_options(task, options)
         check_single_player(self.name, options)
         step_limit(options, MAX_STEPS)  # validates options.max_steps; the game applies it
-        kwargs = dict(options.kwargs)
-        keep_objective = pop_bool(kwargs, "keep_objective", False)
-        reject_unknown(kwargs, task, OPTION_KEYS)
+        keep_objective = options.kwargs["keep_objective"]
 
         build_game(task, index_for_seed(options.seed))
         from env_server.families.textworld.game import TextWorldGame

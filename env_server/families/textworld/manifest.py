@@ -4,6 +4,7 @@ generated games each (an episode's seed picks game ``seed mod 25``)."""
 from __future__ import annotations
 
 from moria.families import BalrogReference, FamilyManifest, SuiteEntry
+from moria.family_options import boolean
 
 MANIFESTS = [FamilyManifest(
     name="textworld", entry_point="env_server.families.textworld:TextWorldFamily",
@@ -14,4 +15,6 @@ MANIFESTS = [FamilyManifest(
     oracle_source="walkthrough", seed_cycle=25, prepare=("textworld",), extra="textworld",
     image="textworld", id_prefixes=("treasure_hunter", "the_cooking_game", "coin_collector"),
     options_help="keep_objective: true shows the objective BALROG strips",
+    options={"keep_objective": boolean("keep the objective in the observation text (BALROG "
+                                       "strips it)", False)},
 )]
