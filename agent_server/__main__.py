@@ -12,7 +12,9 @@ from moria.server import (
     Drain,
     MoriaServer,
     add_idle_timeout_argument,
+    add_peer_limit_argument,
     add_server_arguments,
+    peer_limit_from_args,
     run_until_signalled,
     server_main,
     server_options_from_args,
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Run a Policy (agent) server.")
     add_server_arguments(parser, default_address="127.0.0.1:50061")
     parser.add_argument("--capacity", type=int, default=256, help="max concurrent Play streams")
+    add_peer_limit_argument(parser, flag="--max-streams-per-peer", what="Play streams")
     add_idle_timeout_argument(parser, what="Play streams")
     server_files.add_arguments(parser, FILE_KINDS)
     return parser
@@ -40,8 +43,12 @@ async def serve(args: argparse.Namespace) -> None:
     options = server_options_from_args(args)  # fails fast on a bad TLS/token setting
     files = server_files.ServerFiles.from_args(args, FILE_KINDS, address=args.address)
     drain = Drain()
+    if args.capacity < 1:
+        raise SystemExit(f"moria serve agent: --capacity must be >= 1, got {args.capacity}")
     servicer = PolicyServicer(drain=drain, capacity=args.capacity,
-                              idle_timeout_s=args.idle_timeout, files=files)
+                              idle_timeout_s=args.idle_timeout, files=files,
+                              max_streams_per_peer=peer_limit_from_args(
+                                  args.max_streams_per_peer, args.capacity))
     serve_metrics_if_asked(args.metrics_address, servicer.metrics.registry)
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],

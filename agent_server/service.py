@@ -61,9 +61,13 @@ from moria.quoting import quote, quote_names
 from moria.server import (
     DEFAULT_IDLE_TIMEOUT_S,
     Drain,
+    PeerSlots,
     RequestLimit,
+    abort_call,
     bounded_message,
+    default_peer_limit,
     method_path,
+    peer_of,
 )
 from moria.server_files import INSTALLED, ServerFiles, names_a_model_file
 
@@ -89,17 +93,32 @@ BACKEND_NAMES: tuple[str, ...] = ClientName.__args__  # type: ignore[attr-define
 
 #: How many problems of one invalid config an error message lists.
 MAX_CONFIG_PROBLEMS = 10
+#: The most keys a config section (``agent``, ``client``) and ``client.generate_kwargs`` may
+#: have: every field of both models is a few dozen, and a section with more is refused by its
+#: count before it is validated (validating 100,000 unknown keys held the GIL for 0.4 s).
+MAX_CONFIG_KEYS = 256
 
 
 def parse_policy_config(raw: dict[str, Any]) -> tuple[AgentConfig, ClientConfig]:
     """Validate ``{"agent": {...}, "client": {...}}``. Raises ValueError naming the fields at
     fault: at most ``MAX_CONFIG_PROBLEMS``, each key and value quoted with ``moria.quoting``,
-    then how many more there are. Linear in the size of ``raw``: call it off the event loop
-    for a request's config (``_parse_request_config``)."""
+    then how many more there are; a section (or ``client.generate_kwargs``) of more than
+    ``MAX_CONFIG_KEYS`` keys is refused by its count before anything is validated. Linear in
+    the size of ``raw``: call it off the event loop for a request's config
+    (``_parse_request_config``)."""
+    if len(raw) > MAX_CONFIG_KEYS:
+        raise ValueError(f"{len(raw):,} config sections given; allowed: agent, client")
     unknown = sorted(str(key) for key in raw if key not in ("agent", "client"))
     if unknown:
         raise ValueError(f"unknown config section(s) {quote_names(unknown, MAX_CONFIG_PROBLEMS)}"
                          "; allowed: agent, client")
+    raw_client = raw.get("client")
+    sections = {**raw, "client.generate_kwargs": (raw_client.get("generate_kwargs")
+                                                  if isinstance(raw_client, dict) else None)}
+    for name, section in sections.items():
+        if isinstance(section, dict) and len(section) > MAX_CONFIG_KEYS:
+            raise ValueError(f"{name}: {len(section):,} keys given; a config takes at most "
+                             f"{MAX_CONFIG_KEYS}")
     problems = []
     try:
         agent = AgentConfig.model_validate(raw.get("agent", {}))
@@ -176,14 +195,18 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
     a fresh ``Metrics`` with its own registry; serve ``servicer.metrics.registry`` with
     ``moria.metrics.start_metrics_http``). ``files``: the server files (BALROG checkouts,
     model files, RL checkpoints) a config may name (``moria.server_files``; default: none).
+    ``max_streams_per_peer``: the most Play streams one client address may hold
+    (``moria.server.peer_of``; None: ``default_peer_limit``, three quarters of the capacity).
     Raises ValueError for ``idle_timeout_s`` <= 0."""
 
     def __init__(self, *, drain: Drain, capacity: int = 256,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
                  human_console: HumanConsole | None = None, metrics: Metrics | None = None,
-                 files: ServerFiles | None = None):
+                 files: ServerFiles | None = None, max_streams_per_peer: int | None = None):
         if not idle_timeout_s > 0:
             raise ValueError(f"idle_timeout_s must be > 0, got {idle_timeout_s}")
+        self.peers = PeerSlots(min(capacity, max_streams_per_peer or default_peer_limit(
+            capacity)))
         self.files = files if files is not None else ServerFiles()
         self.drain = drain
         self.human_console = human_console
@@ -258,7 +281,8 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
             version=self._version, strategies=self._strategies,
             strategy_info=self._strategy_info, backends=BACKEND_NAMES,
             capacity=self.capacity, active_streams=self.active, config_errors=errors,
-            draining=self.drain.draining)
+            draining=self.drain.draining, peer_capacity=self.peers.limit,
+            peer_streams=self.peers.held(peer_of(context)))
 
     async def Play(self, request_iterator: Any, context: Any) -> None:
         stream = _PlayStream(self, context)
@@ -325,19 +349,20 @@ class _PlayStream:
         self.model = ""
         self.strategy_name = ""
         self.claimed = False
+        self.peer = ""
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
         """End the stream with ``code`` and ``message`` (cut by ``bounded_message``), its
         capacity slot given back first (a client that hears the status finds it free)."""
         self.release()
-        await self.context.abort(code, bounded_message(message))
-        raise AssertionError("unreachable")
+        await abort_call(self.context, code, message)
 
     def release(self) -> None:
         """Give back the capacity slot (once)."""
         if self.claimed:
             self.claimed = False
             self.server.active -= 1
+            self.server.peers.release(self.peer)
             self.server.metrics.active_streams.dec()
 
     async def read(self) -> Any:
@@ -372,6 +397,14 @@ class _PlayStream:
                     if self.server.active >= self.server.capacity:
                         await self.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                          f"policy capacity reached ({self.server.capacity})")
+                    self.peer = peer_of(self.context)
+                    if not self.server.peers.claim(self.peer):
+                        await self.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                         f"this client holds {self.server.peers.limit} Play "
+                                         "streams, the most one client address may hold on this "
+                                         "server (--max-streams-per-peer; capacity "
+                                         f"{self.server.capacity}); end one, retry later or use "
+                                         "another replica")
                     self.server.active += 1
                     self.server.metrics.active_streams.inc()
                     self.claimed = True

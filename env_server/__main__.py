@@ -13,7 +13,9 @@ from moria.server import (
     Drain,
     MoriaServer,
     add_idle_timeout_argument,
+    add_peer_limit_argument,
     add_server_arguments,
+    peer_limit_from_args,
     run_until_signalled,
     server_main,
     server_options_from_args,
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated families to host; available: "
                         + ", ".join(sorted(FAMILIES)))
     parser.add_argument("--capacity", type=int, default=64, help="max concurrent sessions")
+    add_peer_limit_argument(parser, flag="--max-sessions-per-peer", what="sessions")
     add_idle_timeout_argument(parser, what="sessions")
     parser.add_argument("--workers", type=int, default=8, help="game thread-pool size")
     parser.add_argument("--isolate", default=None,
@@ -65,6 +68,8 @@ async def serve(args: argparse.Namespace) -> None:
         servicer = EnvServicer(families, drain=drain, capacity=args.capacity,
                                idle_timeout_s=args.idle_timeout, workers=args.workers,
                                process_families=isolate, files=files,
+                               max_sessions_per_peer=peer_limit_from_args(
+                                   args.max_sessions_per_peer, args.capacity),
                                **({} if args.max_action_chars is None
                                   else {"max_action_chars": args.max_action_chars}))
     except ValueError as exc:  # a bad --capacity, --idle-timeout, --isolate, ...

@@ -5,7 +5,8 @@ Session rules (see protos/moria/env/v1/env_service.proto):
 - a task the family lists with ``TaskInfo.unavailable`` exists but cannot be opened here:
   ``open`` ends the stream with FAILED_PRECONDITION and that reason (an unknown task is
   NOT_FOUND);
-- at most ``capacity`` sessions are open at once; more get RESOURCE_EXHAUSTED;
+- at most ``capacity`` sessions are open at once, and at most ``max_sessions_per_peer`` of them
+  from one client address; more get RESOURCE_EXHAUSTED;
 - while draining, new sessions get UNAVAILABLE; open ones run to completion;
 - a session that sends nothing for ``idle_timeout_s`` (default ``DEFAULT_IDLE_TIMEOUT_S``,
   announced in ``OpenResponse.idle_timeout_s``) is ended with DEADLINE_EXCEEDED (the idle reaper);
@@ -75,9 +76,13 @@ from moria.quoting import quote, quote_names
 from moria.server import (
     DEFAULT_IDLE_TIMEOUT_S,
     Drain,
+    PeerSlots,
     RequestLimit,
+    abort_call,
     bounded_message,
+    default_peer_limit,
     method_path,
+    peer_of,
 )
 from moria.server_files import ServerFileError, ServerFiles
 
@@ -115,7 +120,9 @@ class EnvServicer(env_grpc.EnvServiceServicer):
     """Hosts one or more families. ``capacity``: max concurrent sessions;
     ``idle_timeout_s``: idle reaper limit (seconds, > 0); ``workers``: game thread-pool size;
     ``process_families``: the hosted families whose games run in worker processes (None: those
-    that declare ``isolation = "process"``); ``files``: the server files clients may name
+    that declare ``isolation = "process"``); ``max_sessions_per_peer``: the most sessions one
+    client address may hold (``moria.server.peer_of``; None: ``default_peer_limit``, three
+    quarters of the capacity); ``files``: the server files clients may name
     (``moria.server_files``; default: none); ``metrics``:
     where open sessions, steps and RPC errors are counted (default: a fresh ``Metrics`` with
     its own registry; serve ``servicer.metrics.registry`` with
@@ -127,9 +134,12 @@ class EnvServicer(env_grpc.EnvServiceServicer):
                  process_families: Sequence[str] | None = None,
                  metrics: Metrics | None = None,
                  max_action_chars: int = MAX_ACTION_CHARS,
-                 files: ServerFiles | None = None):
+                 files: ServerFiles | None = None,
+                 max_sessions_per_peer: int | None = None):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.peers = PeerSlots(min(capacity, max_sessions_per_peer or default_peer_limit(
+            capacity)))
         self.families: dict[str, Family] = {name: load_family(name) for name in families}
         self.files = files if files is not None else ServerFiles()
         self.drain = drain
@@ -165,7 +175,8 @@ class EnvServicer(env_grpc.EnvServiceServicer):
                       ) -> env_pb.GetInfoResponse:
         return env_pb.GetInfoResponse(
             version=self._version, families=self._family_names,
-            capacity=self.capacity, active_sessions=self._open, draining=self.drain.draining)
+            capacity=self.capacity, active_sessions=self._open, draining=self.drain.draining,
+            peer_capacity=self.peers.limit, peer_sessions=self.peers.held(peer_of(context)))
 
     async def ListTasks(self, request: env_pb.ListTasksRequest, context: Any,
                         ) -> env_pb.ListTasksResponse:
@@ -205,15 +216,23 @@ class EnvServicer(env_grpc.EnvServiceServicer):
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    def _claim_slot(self) -> bool:
+    def _claim_slot(self, peer: str) -> str:
+        """Take a capacity slot for ``peer``: '' when taken, else why not (the server's
+        capacity, or the peer's share of it)."""
         if self._open >= self.capacity:
-            return False
+            return (f"session capacity reached ({self.capacity} open); retry later or use "
+                    "another replica")
+        if not self.peers.claim(peer):
+            return (f"this client holds {self.peers.limit} sessions, the most one client "
+                    f"address may hold on this server (--max-sessions-per-peer; capacity "
+                    f"{self.capacity}); close one, retry later or use another replica")
         self._open += 1
         self.metrics.active_sessions.inc()
-        return True
+        return ""
 
-    def _release_slot(self) -> None:
+    def _release_slot(self, peer: str) -> None:
         self._open -= 1
+        self.peers.release(peer)
         self.metrics.active_sessions.dec()
 
     def open_game(self, family: Family, task: str, options: GameOptions) -> Game:
@@ -256,6 +275,7 @@ class _Session:
         self.steps = 0
         self.ended: types_pb2.EpisodeEnd | None = None
         self._slot = False
+        self.peer = ""
         self._tracked = None
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -263,8 +283,7 @@ class _Session:
         capacity slot is given back first, so a client that hears the status finds it free
         (the game itself is closed right after, on the game pool)."""
         self.release()
-        await self.context.abort(code, bounded_message(message))
-        raise AssertionError("unreachable")  # context.abort raises
+        await abort_call(self.context, code, message)
 
     async def serve(self) -> None:
         while True:
@@ -317,10 +336,10 @@ class _Session:
         if req.max_steps < 0:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT,
                              f"max_steps must be >= 0 (0 = task default), got {req.max_steps}")
-        if not self.server._claim_slot():
-            await self.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                             f"session capacity reached ({self.server.capacity} open); "
-                             "retry later or use another replica")
+        self.peer = peer_of(self.context)
+        refusal = self.server._claim_slot(self.peer)
+        if refusal:
+            await self.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         self._slot = True
         self._tracked = self.server.drain.track()
         self._tracked.__enter__()
@@ -463,7 +482,7 @@ class _Session:
         """Give back the capacity slot and the drain tracking (on the event loop)."""
         if self._slot:
             self._slot = False
-            self.server._release_slot()
+            self.server._release_slot(self.peer)
         if self._tracked is not None:
             tracked, self._tracked = self._tracked, None
             tracked.__exit__(None, None, None)

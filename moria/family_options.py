@@ -219,7 +219,7 @@ def check_options(schema: Mapping[str, OptionSpec], given: Mapping[str, Any], *,
     lists the first ``MAX_PROBLEMS`` and the keys allowed) or a bad value (the first
     ``MAX_PROBLEMS``, each naming the key, the value and what is allowed)."""
     check_key_count(len(given), where or "options")
-    unknown = unknown_keys(schema, given, task)
+    unknown = sorted(unknown_keys(schema, given, task))  # at most MAX_OPTION_KEYS
     if unknown:
         allowed = [k for k, spec in schema.items() if spec.applies_to(task)]
         subject = f" for {quote(task, 128)}" if task else ""

@@ -87,6 +87,92 @@ def bounded_message(message: str, limit: int = MAX_ERROR_BYTES) -> str:
     return f"{kept}… (+{len(encoded) - len(kept.encode('utf-8'))} bytes)"
 
 
+async def abort_call(context: Any, code: grpc.StatusCode, message: str) -> NoReturn:
+    """End a call with ``code`` and ``message`` (cut by ``bounded_message``), as
+    ``context.abort``; when the call already ended under the server (the client hung up while
+    the server was about to answer, e.g. a session reaped for idleness as its client went
+    away), there is no one to tell: the handler ends as cancelled, with a log line instead of
+    gRPC's traceback of the failed send."""
+    if context.done():
+        log.info("call already ended (%s not sent): %s", code.name, message[:200])
+        raise asyncio.CancelledError
+    try:
+        await context.abort(code, bounded_message(message))
+    except grpc.aio.AbortError:
+        raise
+    except grpc.aio.BaseError as exc:  # ExecuteBatchError, UsageError: the call ended meanwhile
+        log.info("call ended before its status was sent (%s: %s): %s", code.name,
+                 type(exc).__name__, message[:200])
+        raise asyncio.CancelledError from None
+    raise AssertionError("unreachable")  # context.abort raises
+
+
+def peer_of(context: Any) -> str:
+    """The peer a call comes from, for per-peer limits: its address without the port
+    (``ipv4:10.0.0.7``, ``ipv6:[::1]``); every unix-socket client is one peer (``unix:``): a
+    socket's file permissions say who may connect."""
+    peer = str(context.peer() or "")
+    if peer.startswith("unix"):
+        return "unix:"
+    host, sep, port = peer.rpartition(":")  # the port is last, also after an IPv6 address
+    return host if sep and port.isdigit() and ":" in host else peer
+
+
+def default_peer_limit(capacity: int) -> int:
+    """The most sessions or streams one peer may hold when the server sets no limit of its
+    own: three quarters of ``capacity`` (at least 1), so one client cannot take every slot."""
+    return max(1, capacity - capacity // 4)
+
+
+class PeerSlots:
+    """Capacity slots held per peer (``peer_of``), at most ``limit`` each."""
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f"a per-peer limit must be >= 1, got {limit}")
+        self.limit = limit
+        self._held: dict[str, int] = {}
+
+    def claim(self, peer: str) -> bool:
+        """Take a slot for ``peer``; False when it holds ``limit`` already."""
+        held = self._held.get(peer, 0)
+        if held >= self.limit:
+            return False
+        self._held[peer] = held + 1
+        return True
+
+    def release(self, peer: str) -> None:
+        """Give back one of ``peer``'s slots."""
+        held = self._held.get(peer, 0) - 1
+        if held > 0:
+            self._held[peer] = held
+        else:
+            self._held.pop(peer, None)
+
+    def held(self, peer: str) -> int:
+        """The slots ``peer`` holds now."""
+        return self._held.get(peer, 0)
+
+
+def add_peer_limit_argument(parser: Any, *, flag: str, what: str) -> None:
+    """``flag N``: the most ``what`` one peer may hold (default: three quarters of the
+    capacity, ``default_peer_limit``; 0: the whole capacity)."""
+    parser.add_argument(flag, type=int, default=None, metavar="N",
+                        help=f"the most {what} one client address may hold at once (default: "
+                        "three quarters of --capacity, so one client cannot take every slot; "
+                        "0: the whole capacity)")
+
+
+def peer_limit_from_args(value: int | None, capacity: int) -> int:
+    """The per-peer limit of a ``add_peer_limit_argument`` flag's value. Raises SystemExit
+    for a negative one."""
+    if value is None:
+        return default_peer_limit(capacity)
+    if value < 0:
+        raise SystemExit(f"a per-peer limit must be >= 0 (0: the whole capacity), got {value}")
+    return value or capacity
+
+
 @dataclass
 class Drain:
     """Shared drain state. ``draining`` flips to True when shutdown starts; ``active`` counts

@@ -45,15 +45,15 @@ class FileKind:
 
 #: Every kind of server file, by the name the option schemas and configs use.
 FILE_KINDS: Final[dict[str, FileKind]] = {
-    "balrog_source": FileKind("--balrog-sources", "BALROG checkout (a folder)"),
-    "model": FileKind("--models-dir", "model file (GGUF) or folder (vLLM)"),
-    "checkpoint": FileKind("--checkpoints-dir", "RL checkpoint file (.npz)"),
+    "balrog_source": FileKind("--balrog-sources", "BALROG checkout"),
+    "model": FileKind("--models-dir", "model file (a GGUF, or a vLLM model folder)"),
+    "checkpoint": FileKind("--checkpoints-dir", "RL checkpoint (.npz)"),
     "demos": FileKind("--demos-dir", "demonstration folder"),
     "prices": FileKind("--prices-dir", "price table (YAML)", (".yaml", ".yml")),
     "tls": FileKind("--client-tls-dir", "PEM file (a CA, a client certificate or its key)"),
     "meltingpot_assets": FileKind("--meltingpot-assets",
                                   "Melting Pot assets tarball or folder"),
-    "boxoban_levels": FileKind("--boxoban-levels", "folder of Boxoban level files"),
+    "boxoban_levels": FileKind("--boxoban-levels", "Boxoban level folder"),
 }
 
 #: A name a client may give: a plain file name, 1 to 128 characters, no path separator, not
@@ -111,8 +111,9 @@ class ServerFiles:
         path = folder / value
         if not path.exists():
             raise ServerFileError(
-                f"{field_name} {quote(value, 80)} is not one of the {spec.what}s this server "
-                f"offers ({spec.flag}); offered: {self.offered_names(kind) or 'none'}")
+                f"{field_name} {quote(value, 80)} is not offered by this server (its "
+                f"{spec.flag} folder has no such {spec.what}); offered: "
+                f"{self.offered_names(kind) or 'none'}")
         return str(path)
 
     def offered_names(self, kind: str) -> str:

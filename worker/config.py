@@ -69,7 +69,7 @@ class WorkerSettings(BaseModel):
     agent_type: AgentType = "naive"
     num_episodes: int = Field(default=1, ge=1)
     max_steps: int = Field(default=100, ge=1)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**64 - 1)
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     timeout: float = Field(default=60.0, gt=0)
     max_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX, description=(

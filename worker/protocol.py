@@ -19,6 +19,7 @@ from typing import IO, Any
 import grpc
 
 from moria.clients import StreamClosedError
+from moria.quoting import quote
 from orchestrator.store.telemetry import dumps
 from worker.selector import ActionSelector
 from worker.session import CommandError, GameSession
@@ -54,6 +55,11 @@ class JsonLineWriter:
             self.stream.flush()
 
 
+#: Episode seeds are unsigned 64-bit integers (``OpenRequest.seed``).
+MAX_SEED = 2**64 - 1
+SEED_RANGE = "an integer in [0, 2**64 - 1]"
+
+
 def _get(msg: dict[str, Any], name: str, kind: type | tuple[type, ...], what: str,
          *, required: bool = False) -> Any:
     """``msg[name]`` checked against ``kind``; None when absent and optional."""
@@ -63,9 +69,9 @@ def _get(msg: dict[str, Any], name: str, kind: type | tuple[type, ...], what: st
         return None
     value = msg[name]
     if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise CommandError(f"field {name!r} must be {what} (got {value!r})")
+        raise CommandError(f"field {name!r} must be {what} (got {quote(value, 64)})")
     if not isinstance(value, kind):
-        raise CommandError(f"field {name!r} must be {what} (got {value!r})")
+        raise CommandError(f"field {name!r} must be {what} (got {quote(value, 64)})")
     return value
 
 
@@ -122,7 +128,7 @@ class Protocol:
             self._error(f"server error: {exc}", cmd)
         except Exception as exc:  # the worker never dies on one command
             log.exception("command %s failed", cmd)
-            self._error(f"internal error: {type(exc).__name__}: {exc}", cmd)
+            self._error(f"internal error: {type(exc).__name__}: {quote(exc, 500)}", cmd)
         return True
 
     async def _dispatch(self, cmd: str, msg: dict[str, Any]) -> bool:
@@ -138,9 +144,9 @@ class Protocol:
             self.emit({"type": "stopped", "commands": self.commands})
             return False
         elif cmd == "reset":
-            seed = _get(msg, "seed", int, "a non-negative integer")
-            if seed is not None and seed < 0:
-                raise CommandError(f"field 'seed' must be a non-negative integer (got {seed})")
+            seed = _get(msg, "seed", int, SEED_RANGE)
+            if seed is not None and not 0 <= seed <= MAX_SEED:
+                raise CommandError(f"field 'seed' must be {SEED_RANGE} (got {quote(seed, 64)})")
             self.emit(await self.game.reset(seed))
         elif cmd == "step":
             move = _get(msg, "action", (str, int), "the move as text")
@@ -165,10 +171,11 @@ class Protocol:
         if legal is not None and (not isinstance(legal, list) or not all(
                 isinstance(m, str | int) and not isinstance(m, bool) for m in legal)):
             raise CommandError(f"field 'info.legal_moves' must be a list of moves (strings or "
-                               f"integers), got {legal!r}")
+                               f"integers), got {quote(legal, 200)}")
         mask = _get(msg, "action_mask", list, "a list of booleans")
         if mask is not None and not all(isinstance(m, bool | int) for m in mask):
-            raise CommandError(f"field 'action_mask' must be a list of booleans, got {mask!r}")
+            raise CommandError(f"field 'action_mask' must be a list of booleans, got "
+                               f"{quote(mask, 200)}")
         move = _get(msg, "action", (str, int), "the move as text")
         self.emit(await self.selector.select_action(
             str(player_id), observation, None if legal is None else [str(m) for m in legal],

@@ -169,7 +169,7 @@ class GameSession:
         await self.abandon()
         index = self.episodes_started
         self.episodes_started += 1
-        seed = self.settings.seed + index if seed is None else seed
+        seed = (self.settings.seed + index) % 2**64 if seed is None else seed
         driver = EpisodeDriver(self._plan(index, seed), self.spec)
         ep = _Episode(index=index, seed=seed, id=episode_id(self.telemetry.run_id, index),
                       driver=driver)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -206,8 +207,9 @@ def classify_sdk_error(
     ``redact``. ``endpoint`` (the base URL) is named in timeout and connection errors.
     """
     where = f" ({endpoint})" if endpoint else ""
-    if _connection_failed(exc):  # before timeouts: see _connection_failed
-        return TransientError(f"connection error{where}: {redact(str(exc))}")
+    failed = _connection_failure(exc)
+    if failed is not None:  # before timeouts: see _connection_failure
+        return TransientError(f"connection error{where}: {redact(_describe_os_error(failed))}")
     if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
         return TransientError(f"timed out after {timeout_s:g}s{where}")
     if isinstance(exc, sdk.APIConnectionError | httpx2.TransportError):
@@ -219,18 +221,28 @@ def classify_sdk_error(
     return BackendError(f"{provider}: {type(exc).__name__}: {redact(str(exc))}", provider=provider)
 
 
-def _connection_failed(exc: BaseException) -> bool:
-    """True when the causes of ``exc`` include an OS-level connection failure (refused, reset:
-    ``ConnectionError``). The SDK's aiohttp transport reports a refused connection as a connect
-    *timeout* (openai's vendored httpx_aiohttp maps every ``ClientConnectionError`` to
-    ``ConnectTimeout``); the cause it chains tells the two apart."""
+def _connection_failure(exc: BaseException) -> ConnectionError | None:
+    """The OS-level connection failure (refused, reset: ``ConnectionError``) among the causes
+    of ``exc``, if any. The SDK's aiohttp transport reports a refused connection as a connect
+    *timeout* whose text is "Request timed out." (openai's vendored httpx_aiohttp maps every
+    ``ClientConnectionError`` to ``ConnectTimeout``); the cause it chains tells the two apart,
+    and is what a message should say."""
     seen = 0
     cause: BaseException | None = exc
     while cause is not None and seen < 8:
         if isinstance(cause, ConnectionError):
-            return True
-        cause, seen = cause.__cause__, seen + 1
-    return False
+            return cause
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return None
+
+
+def _describe_os_error(error: ConnectionError) -> str:
+    """A connection failure in words: "connection refused" from its errno where the OS has a
+    name for it, then its own text (``ConnectionRefusedError: [Errno 111] Connect call failed
+    ('127.0.0.1', 9)``)."""
+    reason = os.strerror(error.errno).lower() if error.errno else ""
+    text = f"{type(error).__name__}: {error}"
+    return f"{reason} ({text})" if reason else text
 
 
 #: The most seconds a preflight probe of a model endpoint waits (less when client.timeout is).

@@ -547,7 +547,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
     def _get(self, run_id: str) -> RunEntry:
         entry = self.runs.get(run_id)
         if entry is None:
-            raise RunServiceError(grpc.StatusCode.NOT_FOUND, f"no run {run_id!r}")
+            raise RunServiceError(grpc.StatusCode.NOT_FOUND, f"no run {quote(run_id, 80)}")
         return entry
 
     def _refuse_if_closing(self) -> None:
@@ -667,7 +667,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             if existing is not None:
                 if comparable_spec(existing.spec) != comparable_spec(normal):
                     raise RunServiceError(grpc.StatusCode.ALREADY_EXISTS,
-                                          f"run {run_id!r} exists with a different spec; "
+                                          f"run {quote(run_id, 80)} exists with a different spec; "
                                           "choose another run id")
                 if existing.state in (FAILED, CANCELLED) and not existing.busy:
                     previous = existing.state
@@ -680,8 +680,8 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                                             created=False)
             if (self.runs_dir / run_id).exists():
                 raise RunServiceError(grpc.StatusCode.ALREADY_EXISTS,
-                                      f"run folder {run_id!r} exists but holds no run record; "
-                                      "choose another run id")
+                                      f"run folder {quote(run_id, 80)} exists but holds no run "
+                                      "record; choose another run id")
             now = time.time()
             entry = RunEntry(run_id=run_id, directory=self.runs_dir / run_id, spec=normal,
                              state=QUEUED, created_at=now, updated_at=now,

@@ -7,8 +7,9 @@ The choice, per acquire:
 1. every replica is asked ``GetInfo`` (short deadline); one that does not answer (down,
    restarting) or says ``draining`` (SIGTERM'd, finishing its sessions) is skipped;
 2. a replica's free room is ``capacity - max(active sessions it reports, episodes this run has
-   in flight on it)``; one known full (it answered RESOURCE_EXHAUSTED, see ``mark_full``) counts
-   as full for ``full_cooldown_s``;
+   in flight on it)``, and no more than this client's share of it (``peer_capacity`` minus what
+   it holds, the server's per-peer limit); one known full (it answered RESOURCE_EXHAUSTED, see
+   ``mark_full``) counts as full for ``full_cooldown_s``;
 3. the replica with the most free room wins, ties going to the one with fewer of this run's
    episodes, then to the one used least recently, so load spreads evenly.
 
@@ -37,11 +38,23 @@ log = logging.getLogger("moria.replicas")
 @dataclass(frozen=True)
 class Load:
     """What a replica reported: ``capacity`` (concurrent sessions or streams), ``active``
-    (in use now), ``draining``."""
+    (in use now), ``draining``, and this client's share: ``peer_capacity`` (the most this
+    client address may hold; 0 from a server that sets none or predates the field) and
+    ``peer_active`` (what it holds now)."""
 
     capacity: int
     active: int
     draining: bool
+    peer_capacity: int = 0
+    peer_active: int = 0
+
+    def room(self, in_flight: int) -> int:
+        """Sessions or streams this client may still open there, with ``in_flight`` of its
+        own under way: the server's free capacity, within this client's share."""
+        free = self.capacity - max(self.active, in_flight)
+        if self.peer_capacity:
+            free = min(free, self.peer_capacity - max(self.peer_active, in_flight))
+        return free
 
 
 #: Asks one target for its load; raises ``grpc.aio.AioRpcError`` (or ``OSError``) when down.
@@ -55,13 +68,15 @@ class NoReplicaError(RuntimeError):
 async def env_load(target: str) -> Load:
     """An env server's load from ``GetInfo`` (2 s deadline)."""
     info = await EnvClient(target).get_info(timeout=2.0)
-    return Load(info.capacity, info.active_sessions, info.draining)
+    return Load(info.capacity, info.active_sessions, info.draining, info.peer_capacity,
+                info.peer_sessions)
 
 
 async def policy_load(target: str) -> Load:
     """A policy server's load from ``GetInfo`` (2 s deadline)."""
     info = await PolicyClient(target).get_info(timeout=2.0)
-    return Load(info.capacity, info.active_streams, info.draining)
+    return Load(info.capacity, info.active_streams, info.draining, info.peer_capacity,
+                info.peer_streams)
 
 
 @dataclass
@@ -164,7 +179,7 @@ class ReplicaSet:
             elif replica.full_until > now:
                 free = 0
             else:
-                free = load.capacity - max(load.active, replica.in_flight)
+                free = load.room(replica.in_flight)
             if free <= 0:
                 continue
             rank = (free, -replica.in_flight, -replica.last_used)

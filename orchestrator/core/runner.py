@@ -225,6 +225,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     await _check_env_options(spec, run_id, todo(), env_targets, policy_target, demos)
     _write_run_metadata(out, run_id, spec, versions)
     _note_model_call_cap(spec, len(targets[1]), console)
+    await _note_peer_caps(spec, targets, console)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
     with TelemetryWriter(out, run_id) as telemetry, ProgressSink(console, show_progress) as bar:
         events = EventStream([EpisodeFilesSink(out), TelemetrySink(telemetry), bar, *sinks])
@@ -564,6 +565,32 @@ def _note_model_call_cap(spec: RunSpec, policy_replicas: int, console: Console) 
             f"run at once (client.max_concurrency={spec.client.max_concurrency} per agent "
             f"server x {policy_replicas}); raise client.max_concurrency to lift it",
             highlight=False)
+
+
+async def _note_peer_caps(spec: RunSpec, targets: tuple[dict[str, list[str]], list[str]],
+                          console: Console) -> None:
+    """Say so when the servers let this client hold fewer sessions (streams) at once than the
+    run has workers (each server's per-peer limit, ``GetInfo.peer_capacity``, summed over its
+    replicas): the run then keeps at most that many episodes going, which it must never do
+    silently. ``dns:///`` targets (one pod's figures) and servers that do not answer (the
+    episodes will say) are left out."""
+    env_targets, policy_targets = targets
+    roles = [(f"env servers of {env}", [(t, env_load) for t in ts])
+             for env, ts in env_targets.items()]
+    roles.append(("policy servers", [(t, policy_load) for t in policy_targets]))
+    for role, replicas in roles:
+        if any(t.startswith("dns:") for t, _ in replicas):
+            continue
+        try:
+            loads = await asyncio.gather(*(probe(t) for t, probe in replicas))
+        except (grpc.aio.AioRpcError, OSError):
+            continue
+        share = sum(min(load.capacity, load.peer_capacity or load.capacity) for load in loads)
+        if share < spec.eval.num_workers:
+            console.print(
+                f"note: eval.num_workers={spec.eval.num_workers} but the {role} let this "
+                f"client hold at most {share} at once (their --max-sessions-per-peer / "
+                "--max-streams-per-peer); episodes beyond that wait for a slot", highlight=False)
 
 
 def _write_run_metadata(out: Path, run_id: str, spec: RunSpec, versions: dict[str, str]) -> None:

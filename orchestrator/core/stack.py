@@ -102,11 +102,12 @@ class LocalStack:
             capacity = [] if self.env_capacity is None else ["--capacity",
                                                               str(self.env_capacity)]
             # the children are reached by this process alone (a private unix socket): they
-            # take the run's file paths as given (moria.server_files)
+            # take the run's file paths as given (moria.server_files) and give it every slot
             self._spawn("env_server", ["--families", ",".join(self.env_families), *capacity,
-                                       "--client-paths", *self.env_args], self.env_vars)
+                                       "--client-paths", "--max-sessions-per-peer", "0",
+                                       *self.env_args], self.env_vars)
             if self.with_agent:
-                self._spawn("agent_server", ["--client-paths"])
+                self._spawn("agent_server", ["--client-paths", "--max-streams-per-peer", "0"])
             await asyncio.gather(*(self._wait_healthy(c) for c in self.children))
         except BaseException:
             self.stop()

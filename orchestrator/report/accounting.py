@@ -129,19 +129,32 @@ def load_prices(path: str | None = None) -> PriceTable:
 def price_table(raw: Any, source: str) -> PriceTable:
     """A price table from its parsed content (``as_of``, ``currency``, ``models``: {name:
     {input, output, cached_input}}); ``source`` names it in errors and in the summary.
-    Raises ``PriceError`` listing at most 10 problems, values never quoted."""
+    Raises ``PriceError`` listing at most 10 problems, values never quoted, and keys only
+    where a table has names of its own (a model's): an unknown top-level key is not shown, as
+    the lines of a file that is no price table (a path given by mistake, ``/etc/shadow``) are
+    such keys of its YAML."""
     try:
         parsed = _PriceFile.model_validate(raw)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])[:100]}: {e['msg']}" for e in errors[:10]
+            f"{_location(e)}: {e['msg']}" for e in errors[:10]
         ) + (f"; and {len(errors) - 10} more" if len(errors) > 10 else "")
         raise PriceError(
             f"bad price table {source}: {problems} (expected as_of, currency and models: "
             "{name: {input, output, cached_input}} in dollars per million tokens)"
         ) from None
     return PriceTable(source, parsed.as_of, parsed.currency, dict(parsed.models))
+
+
+def _location(error: Mapping[str, Any]) -> str:
+    """Where a validation error is, as a message shows it: an unknown top-level key as
+    ``<unknown key>`` (see ``price_table``), a model's key cut to 100
+    characters."""
+    loc = [str(p) for p in error["loc"]]
+    if error["type"] == "extra_forbidden" and len(loc) == 1:
+        return "<unknown key>"
+    return ".".join(loc)[:100]
 
 
 def prices_for(value: str | Mapping[str, Any] | None) -> PriceTable:

@@ -43,6 +43,14 @@ MALFORMED_INPUT_CODES = frozenset({
 #: a transport error instead of the server's answer).
 MAX_DETAILS_BYTES = 4096
 
+#: The gRPC deadline of the control calls made while an example runs (``ControlProbe``): one
+#: missed is a stall (the server's event loop held by the example). The goal is 250 ms on a
+#: quiet machine, which ``benchmarks/hostile.py`` measures; here, beside the whole suite on 2
+#: cores, a deadline that a healthy server misses only when the machine stops: 1 s.
+STALL_DEADLINE_S = 1.0
+#: RSS growth over a fuzz run's baseline that fails it (the issue's bound for refused requests).
+RSS_LIMIT = 200 * 2**20
+
 
 class BackgroundLoop:
     """An asyncio loop running in a daemon thread; ``run(coro)`` blocks until it is done."""
@@ -112,6 +120,96 @@ async def drive(open_call: Callable[[], Any], requests: list[Any], *, cancel: bo
         out.code = await call.code()
         out.details = await call.details() or ""
     return out
+
+
+class ControlProbe:
+    """Calls ``call`` (a cheap control RPC: GetInfo) every ``interval`` seconds while an
+    example runs, each under a ``deadline``: ``stalls`` counts the calls that missed it,
+    ``worst`` is the longest answer (seconds). Use as ``async with ControlProbe(...) as
+    probe:`` around the example, then assert ``probe.stalls == 0``."""
+
+    def __init__(self, call: Callable[[float], Awaitable[Any]],
+                 deadline: float = STALL_DEADLINE_S, interval: float = 0.05) -> None:
+        self.call = call
+        self.deadline = deadline
+        self.interval = interval
+        self.stalls = 0
+        self.calls = 0
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await self.call(self.deadline)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise
+                self.stalls += 1
+            self.calls += 1
+            self.worst = max(self.worst, loop.time() - started)
+            await asyncio.sleep(self.interval)
+
+    async def __aenter__(self) -> ControlProbe:
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        if self._task.done():
+            self._task.result()  # a control call that failed otherwise: raised here
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    def bucket(self) -> str:
+        """The worst answer time, as a Hypothesis event (coarse buckets)."""
+        for limit in (0.01, 0.05, 0.25, 1.0):
+            if self.worst < limit:
+                return f"control call answered in < {limit * 1000:g} ms"
+        return "control call answered in >= 1 s"
+
+
+@dataclass(frozen=True)
+class Padded:
+    """A request to send with one field made large, described: ``field`` (a dotted path of
+    ``request``, e.g. ``open.task``, ``begin.instruction`` or, through a map entry that must be
+    there, ``step.actions.agent_0.text``) set to ``size`` characters, or,
+    for a Struct field (``open.options``), given ``size`` keys. Strategies draw the
+    description and the example builds it (``realized``) just before sending, so Hypothesis
+    keeps a few bytes per example instead of megabytes."""
+
+    request: Any
+    field: str
+    size: int
+
+    def build(self) -> Any:
+        out = type(self.request)()
+        out.CopyFrom(self.request)
+        *parents, name = self.field.split(".")
+        holder = out
+        for parent in parents:  # a message's field, or a map's entry
+            holder = getattr(holder, parent) if hasattr(holder, "DESCRIPTOR") else holder[parent]
+        if not hasattr(holder, "DESCRIPTOR"):  # a map of strings: its entry
+            holder[name] = "x" * self.size
+            return out
+        target = getattr(holder, name)
+        if isinstance(target, struct_pb2.Struct):
+            for i in range(self.size):
+                target.fields[f"k{i}"].number_value = i
+        else:
+            setattr(holder, name, "x" * self.size)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Padded({self.field} x {self.size:,}, {type(self.request).__name__})"
+
+
+def realized(requests: list[Any]) -> list[Any]:
+    """``requests`` with every ``Padded`` built."""
+    return [r.build() if isinstance(r, Padded) else r for r in requests]
 
 
 async def wait_for(predicate: Callable[[], Awaitable[bool]], attempts: int = 2000) -> bool:

@@ -1,12 +1,18 @@
 """Fuzzing ``EnvService.Session`` with random and malformed request sequences.
 
-One real BabyAI env server on loopback (in-process, started once for the module) receives
-2,000 generated streams: valid openers followed by random steps, requests in the wrong order
-(step/reset/render/close before open, open twice, anything after close), unknown and empty
-tasks, extreme seeds and step limits, random players and Struct options, random observation
-options, actions of every oneof kind (valid names, unicode, long texts below the message
-limit, extreme indices, tensors whose dtype, shape and bytes disagree), actions for unknown
-agents, empty messages, and early hang-ups (half-close or cancel at any point).
+One real env server on loopback hosting BabyAI and Crafter (in-process, started once for the
+module, with the request limits ``moria serve env`` has) receives 2,000 generated streams:
+valid openers followed by random steps, requests in the wrong order (step/reset/render/close
+before open, open twice, anything after close), unknown and empty tasks, extreme seeds and step
+limits, random players and Struct options, option maps with random keys, with every key a
+family's schema knows (and the constructor keywords no client may give: ``render_mode``,
+``size``, ``max_steps``) holding values of random types, with more keys than a family takes,
+and with the path-like option (``balrog_source``) naming server files; random observation
+options, actions of every oneof kind (valid names, unicode, long texts, extreme indices,
+tensors whose dtype, shape and bytes disagree), actions for unknown agents, oversized fields of
+every request kind (an Open's task and options, a step's action: just under and over the 1 MiB
+a session request may be), empty messages, and early hang-ups (half-close or cancel at any
+point).
 
 Properties, after every example:
 - the server never crashes: health is SERVING and a control session opened at the start still
@@ -14,7 +20,12 @@ Properties, after every example:
 - a stream that fails carries a code from ``MALFORMED_INPUT_CODES`` (never UNKNOWN or
   INTERNAL), and every in-band step error is INVALID_ARGUMENT;
 - answers come one per request, of the matching kind, until the stream ends;
-- capacity is released: ``active_sessions`` is back to the baseline (the control session).
+- capacity is released: ``active_sessions`` is back to the baseline (the control session);
+- a control call (GetInfo) made every 50 ms while the example runs is answered within
+  ``STALL_DEADLINE_S`` (no stall of the event loop);
+- the process RSS stays within ``RSS_LIMIT`` (200 MiB) of its baseline, taken after a warm-up
+  of the oversized requests (a growth over it is measured again after garbage collection and
+  ``malloc_trim``).
 """
 
 from __future__ import annotations
@@ -29,19 +40,27 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from moria import malloc_tuning
 from moria.clients import channel_for, close_channels
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.env.v1 import env_service_pb2_grpc as env_grpc
+from moria.families import families
 from moria.metrics import ENV_SERVICE
 from tests.fuzz.harness import (
     INT64,
+    JSON_VALUE,
+    RSS_LIMIT,
     TEXT,
     UINT64,
     BackgroundLoop,
+    ControlProbe,
+    Padded,
+    RssBound,
     assert_unharmed,
     drive,
     huge_text,
+    realized,
     server_errors,
     struct_of,
     tensors,
@@ -50,6 +69,14 @@ from tests.support.servers import env_server
 
 TASKS = ["BabyAI-MixedTrainLocal-v0/goto", "BabyAI-MixedTrainLocal-v0/pickup",
          "BabyAI-MixedTrainLocal-v0/open"]
+#: Every option key a family's schema knows, and constructor keywords no client may give.
+OPTION_KEYS = sorted({key for m in families().values() for key in m.options}
+                     | {"render_mode", "size", "max_steps", "seed", "view"})
+#: Values for path-like options: server files of every kind, and names.
+PATHS = ["/etc/passwd", "/etc/shadow", "../../..", "/proc/self/environ", "/dev/zero", ".",
+         "installed", "balrog", "x" * 5000, "/tmp"]
+#: Sizes of an oversized field: under, at and over what a session request may be (1 MiB).
+PADDED_SIZES = [1_000_000, 1_048_000, 1_100_000, 3_000_000]
 ACTIONS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
 AGENT = "agent_0"
 #: Longest action text sent: far above the 4096-character action cap, far below 64 MiB.
@@ -68,12 +95,14 @@ class EnvFixture:
     stub: env_grpc.EnvServiceStub
     control: Any
     control_done: bool = False
+    rss: RssBound | None = None
 
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[EnvFixture]:
     loop = BackgroundLoop()
-    manager = env_server(("babyai",), capacity=64)
+    malloc_tuning.pin_mmap_threshold()  # as moria serve env does (moria.server.server_main)
+    manager = env_server(("babyai", "crafter"), capacity=64)
 
     async def start() -> EnvFixture:
         running = await manager.__aenter__()
@@ -83,7 +112,21 @@ def env() -> Iterator[EnvFixture]:
             task=f"babyai:{TASKS[0]}", seed=7)))
         opened = await control.read()
         assert opened.WhichOneof("response") == "opened"
-        return EnvFixture(loop, running.target, running.servicer, stub, control)
+        fixture = EnvFixture(loop, running.target, running.servicer, stub, control)
+        # the warm-up, before the RSS baseline: a game of each family (crafter's first world
+        # compiles its numba code, about 100 MiB), then the large requests
+        for task in ("crafter:default", *(f"babyai:{t}" for t in TASKS)):
+            await drive(stub.Session, [_req(open=env_pb.OpenRequest(task=task)), *[
+                _req(step=env_pb.StepRequest(actions={AGENT: types_pb2.Action(index=0)}))] * 3],
+                cancel=False, final=lambda r: False)
+        for size in PADDED_SIZES:
+            opener = _req(open=env_pb.OpenRequest(task=f"babyai:{TASKS[0]}"))
+            for padded in (Padded(opener, "open.task", size),
+                           Padded(opener, "open.options", size // 40)):
+                await drive(stub.Session, [padded.build()], cancel=False,
+                            final=lambda r: False)
+        fixture.rss = RssBound(RSS_LIMIT)
+        return fixture
 
     fixture = loop.run(start())
     try:
@@ -140,10 +183,21 @@ def _struct(data: dict[str, Any]) -> Any:
     return out
 
 
+#: Option maps: keys any schema knows (and some no client may give) with values of any type,
+#: path-like values, and more keys than any family takes.
+schema_options = st.one_of(
+    st.dictionaries(st.sampled_from(OPTION_KEYS), st.one_of(JSON_VALUE, st.sampled_from(PATHS)),
+                    min_size=1, max_size=4),
+    st.dictionaries(st.sampled_from(["balrog_source", "assets", "boxoban_levels"]),
+                    st.sampled_from(PATHS), min_size=1, max_size=2),
+    st.integers(60, 2_000).map(lambda n: {f"key_{i}": i for i in range(n)}),
+)
+
 open_requests = st.builds(
-    env_pb.OpenRequest, task=task_names, seed=UINT64, players=players,
-    observation=observation_options,
-    options=st.one_of(babyai_options.map(_struct), struct_of()),
+    env_pb.OpenRequest,
+    task=st.one_of(task_names, st.just("crafter:default"), st.just("default")),
+    seed=UINT64, players=players, observation=observation_options,
+    options=st.one_of(babyai_options.map(_struct), struct_of(), schema_options.map(_struct)),
     oracle=st.booleans(), max_steps=st.one_of(st.integers(-3, 200), INT64))
 
 valid_opens = st.builds(
@@ -167,9 +221,21 @@ step_requests = st.dictionaries(
 valid_steps = st.sampled_from(ACTIONS).map(
     lambda a: _req(step=env_pb.StepRequest(actions={AGENT: types_pb2.Action(text=a)})))
 
+#: Requests with one field oversized (built when sent): an Open's task or options, a step's
+#: action text: every request kind that carries client text.
+padded_requests = st.one_of(
+    st.builds(lambda o, n: Padded(_req(open=o), "open.task", n), valid_opens,
+              st.sampled_from(PADDED_SIZES)),
+    st.builds(lambda o, n: Padded(_req(open=o), "open.options", n), valid_opens,
+              st.sampled_from([n // 40 for n in PADDED_SIZES])),
+    st.sampled_from(PADDED_SIZES).map(lambda n: Padded(
+        _req(step=env_pb.StepRequest(actions={AGENT: types_pb2.Action(text="")})),
+        f"step.actions.{AGENT}.text", n)),
+)
+
 any_request = st.one_of(
     valid_steps, valid_steps, step_requests, step_requests,
-    open_requests.map(lambda o: _req(open=o)),
+    open_requests.map(lambda o: _req(open=o)), padded_requests,
     UINT64.map(lambda s: _req(reset=env_pb.ResetRequest(seed=s))),
     st.integers(0, 2**31 - 1).map(lambda e: _req(render=env_pb.RenderRequest(encoding=e))),
     st.just(_req(close=env_pb.CloseRequest())),
@@ -183,6 +249,9 @@ sequences = st.one_of(
     # a random (often malformed) opener, then random requests
     st.tuples(open_requests.map(lambda o: _req(open=o)),
               st.lists(any_request, max_size=4)).map(lambda t: [t[0], *t[1]]),
+    # an oversized opener
+    st.tuples(padded_requests, st.lists(any_request, max_size=2)).map(
+        lambda t: [t[0], *t[1]]),
     # anything in any order, including nothing at all
     st.lists(any_request, max_size=5),
 )
@@ -217,9 +286,14 @@ async def _example(fx: EnvFixture, requests: list[env_pb.SessionRequest], cancel
                    ) -> list[str]:
     """Play one example and check it; returns what happened (Hypothesis events)."""
     before = server_errors(fx.servicer.metrics, ENV_SERVICE)
-    outcome = await drive(fx.stub.Session, requests, cancel=cancel,
-                          final=lambda r: r.WhichOneof("response") == "closed")
-    events = [f"stream end: {'cancelled by us' if outcome.cancelled_by_us else outcome.code}"]
+    requests = realized(requests)
+    async with ControlProbe(lambda deadline: fx.stub.GetInfo(env_pb.GetInfoRequest(),
+                                                             timeout=deadline)) as probe:
+        outcome = await drive(fx.stub.Session, requests, cancel=cancel,
+                              final=lambda r: r.WhichOneof("response") == "closed")
+    assert probe.stalls == 0, f"{probe.stalls} control call(s) stalled past the deadline"
+    events = [f"stream end: {'cancelled by us' if outcome.cancelled_by_us else outcome.code}",
+              probe.bucket()]
     kinds = [r.WhichOneof("request") for r in requests]
     for kind, answer in zip(kinds, outcome.responses, strict=False):
         assert answer.WhichOneof("response") == _ANSWER_TO[kind], (kind, answer)
@@ -232,6 +306,8 @@ async def _example(fx: EnvFixture, requests: list[env_pb.SessionRequest], cancel
                           service=ENV_SERVICE, errors_before=before,
                           active=lambda: _active(fx), what="sessions")
     await _step_control(fx)
+    assert fx.rss is not None
+    fx.rss.check(f" after {kinds}")
     return events
 
 
@@ -257,3 +333,7 @@ def test_control_session_still_closes_cleanly(env: EnvFixture) -> None:
         assert await env.control.code() == grpc.StatusCode.OK
 
     env.loop.run(close())
+    assert env.rss is not None
+    growth = env.rss.check(release=True)
+    print(f"RSS: baseline {env.rss.baseline / 2**20:,.0f} MiB; growth {growth / 2**20:+,.0f} "
+          f"MiB, at most {env.rss.peak / 2**20:+,.0f} MiB")

@@ -19,16 +19,21 @@ Properties, after every example:
 - SubmitRun ends OK or with INVALID_ARGUMENT, ALREADY_EXISTS, RESOURCE_EXHAUSTED or
   FAILED_PRECONDITION (never UNKNOWN/INTERNAL, never a dead channel or a missed deadline), and
   its status details stay under 4 KiB;
-- an accepted run is one the service may run: its price table is inline or a plain YAML file
-  name (for the service's --prices-dir), never a server path; it plans no more episodes than
+- an accepted run is one the service may run: every file it opens itself (its price table, its
+  demonstrations, its TLS files) is inline or an entry of the folders the service offers (here
+  --prices-dir alone), never a path the spec gave (the files its env and agent servers open
+  stay names for those servers); its endpoints are the ones the service was told to dial
+  (--allowed-endpoints); it plans no more episodes than
   ``orchestrator.plan.spec.MAX_EPISODES`` (where defined); its id is the one asked for; the same
   submission again is answered OK (created=False); once stopped, its error is under 4 KiB.
   (Tasks the shipped lists lack are the env server's call, at the run's preflight: counted as
   an event, not checked here; tests/integration/test_run_bounds.py plays that case.)
-- the service stays responsive: health is SERVING, and GetRun of the control run and
-  ListRuns(page_size=1) are answered within a 1 s gRPC deadline (a DEADLINE_EXCEEDED is a
-  stall: the event loop was kept busy by the example; on an idle machine they answer in a
-  few milliseconds, and 250 ms was missed once under the whole suite's load on 2 cores);
+- the service stays responsive: health is SERVING, GetRun of the control run and
+  ListRuns(page_size=1) are answered within a 1 s gRPC deadline after the example, and GetRun
+  of the control run made every 50 ms while SubmitRun runs is answered within
+  ``STALL_DEADLINE_S`` too (a DEADLINE_EXCEEDED is a stall: the event loop was kept busy by
+  the example; on an idle machine they answer in a few milliseconds, and 250 ms was missed
+  once under the whole suite's load on 2 cores);
 - the accepted run reaches a final state after CancelRun (runs do not pile up), and no
   unhandled error was logged by gRPC or by the service's run scheduler;
 - the process RSS stays within 200 MiB of its baseline over the run (the baseline taken after
@@ -76,6 +81,7 @@ from tests.fuzz.harness import (
     MAX_DETAILS_BYTES,
     TEXT,
     BackgroundLoop,
+    ControlProbe,
     RssBound,
     assert_serving,
     assert_status,
@@ -253,6 +259,7 @@ class OrchFixture:
     stub: pb_grpc.OrchestratorServiceStub
     servicer: OrchestratorServicer
     errors: ErrorRecords
+    prices: Path
     rss: RssBound | None = None
     fresh: Iterator[int] = field(default_factory=itertools.count)
 
@@ -359,7 +366,8 @@ def orch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrchFixture]:
             state, files=ServerFiles({"prices": prices}), allowed_endpoints=[DEAD])
         channel = grpc.aio.insecure_channel(server.bound_address, options=CLIENT_OPTIONS)
         fx = OrchFixture(loop, server, channel,
-                         pb_grpc.OrchestratorServiceStub(channel), servicer, errors)
+                         pb_grpc.OrchestratorServiceStub(channel), servicer, errors,
+                         prices.resolve())
         # the control run, then a warm-up of each path (accepted, refused, resubmitted) and of
         # the large requests, so the baseline RSS counts the allocators' steady state; what
         # goes wrong here is left to the examples to report
@@ -635,6 +643,23 @@ def _server_path(spec: dict[str, Any]) -> str | None:
     return None
 
 
+def _files_outside(run: pb.Run, prices: Path) -> list[str]:
+    """The files of the stored spec that the service opens itself and does not offer: a
+    price table outside ``prices``, a demonstration folder, TLS files (it offers neither)."""
+    stored = dict_from_struct(run.spec)
+    evaluation = stored.get("eval") or {}
+    out = []
+    table = evaluation.get("prices")
+    if isinstance(table, str) and Path(table).parent != prices:
+        out.append(f"eval.prices={table!r}")
+    if evaluation.get("icl_dataset"):
+        out.append(f"eval.icl_dataset={evaluation['icl_dataset']!r}")
+    tls = (stored.get("endpoints") or {}).get("tls") or {}
+    out.extend(f"endpoints.tls.{k}={v!r}" for k, v in tls.items()
+               if k != "server_name" and v)
+    return out
+
+
 def _unknown_tasks(run: pb.Run) -> list[tuple[str, str]]:
     """(env, task) pairs of the stored spec that the run would play and the shipped task lists
     do not have (the env server decides at the run's preflight: an event, not a failure)."""
@@ -670,6 +695,8 @@ async def _check_accepted(fx: OrchFixture, spec: dict[str, Any], asked: str,
         f"the run's error is {error_size:,} bytes: {run.error[:300]!r}...")
     path = _server_path(spec)
     assert path is None, f"a run whose price table is the server path {path!r} was accepted"
+    outside = _files_outside(response.run, fx.prices)
+    assert not outside, f"an accepted run opens files the service does not offer: {outside}"
     if _unknown_tasks(response.run):
         events.append("accepted with tasks outside the shipped lists (left to the preflight)")
     limit = getattr(spec_module, "MAX_EPISODES", None)
@@ -685,8 +712,11 @@ async def _example(fx: OrchFixture, spec: dict[str, Any], asked: RunId,
     spec = built(spec)
     text = str(built(asked.text))
     run_id = f"{text}-{next(fx.fresh)}" if asked.fresh else text
-    code, details, response = await _submit(fx, spec, run_id)
-    events = [f"SubmitRun: {code.name}"]
+    async with ControlProbe(lambda deadline: fx.stub.GetRun(pb.GetRunRequest(run_id="control"),
+                                                            timeout=deadline)) as probe:
+        code, details, response = await _submit(fx, spec, run_id)
+    assert probe.stalls == 0, f"{probe.stalls} control call(s) stalled during SubmitRun"
+    events = [f"SubmitRun: {code.name}", probe.bucket()]
     if response is not None:
         events += await _check_accepted(fx, spec, run_id, response, repeat)
     assert_status(code, details, SUBMIT_CODES, what="SubmitRun")
@@ -713,6 +743,47 @@ def test_submit_run_survives_random_and_malformed_specs(
     assert orch.rss is not None
     growth = orch.rss.check(f" after SubmitRun of run id {run_id!r}")
     event(f"RSS growth: {'<50' if growth < 50 * 2**20 else '>=50'} MiB")
+
+
+@pytest.mark.parametrize("size", [60_000, 70_000, 3_000_000])
+def test_every_other_call_with_an_oversized_field_is_refused_or_answered(
+        orch: OrchFixture, size: int) -> None:
+    """GetRun, CancelRun, ListRuns and StreamEvents naming a run id of ``size`` characters:
+    under the 64 KiB such a request may be, an answer (NOT_FOUND, or an empty page); over it,
+    RESOURCE_EXHAUSTED before it is read; never another code, and the service answers its
+    control calls meanwhile."""
+    run_id = "r" * size
+    calls = {
+        "GetRun": lambda: orch.stub.GetRun(pb.GetRunRequest(run_id=run_id), timeout=10),
+        "CancelRun": lambda: orch.stub.CancelRun(pb.CancelRunRequest(run_id=run_id),
+                                                 timeout=10),
+        "ListRuns": lambda: orch.stub.ListRuns(pb.ListRunsRequest(page_token=run_id),
+                                               timeout=10),
+        "StreamEvents": lambda: _drain(orch.stub.StreamEvents(
+            pb.StreamEventsRequest(run_id=run_id), timeout=10)),
+    }
+    allowed = ({grpc.StatusCode.RESOURCE_EXHAUSTED} if size > 64 * 1024
+               else {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT})
+
+    async def check() -> None:
+        async with ControlProbe(lambda deadline: orch.stub.GetRun(
+                pb.GetRunRequest(run_id="control"), timeout=deadline)) as probe:
+            for name, call in calls.items():
+                try:
+                    await call()
+                except grpc.aio.AioRpcError as err:
+                    assert err.code() in allowed, (name, err.code(), err.details())
+                    assert_status(err.code(), err.details() or "", frozenset(allowed),
+                                  what=name)
+        assert probe.stalls == 0
+        await _responsive(orch)
+
+    orch.loop.run(check())
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
 
 
 def test_service_still_takes_a_valid_run(orch: OrchFixture) -> None:

@@ -8,8 +8,13 @@ seat on a server without a console, random action spaces and demonstrations, ext
 followed by random turns; requests in the wrong order (observe/end before begin, begin twice,
 anything after end); observations with unicode and long texts (below the message limit),
 images whose encoding, size and bytes disagree, tensors whose dtype, shape and bytes disagree,
-random legal-action lists and masks, random Struct info (infinities included); empty
-messages; early hang-ups (half-close or cancel at any point).
+random legal-action lists and masks, random Struct info (infinities included); configs naming
+server files in every path-like field (``agent.balrog_source`` with ``protocol=balrog``,
+``agent.checkpoint``, a ``client.model_id`` ending ``.gguf``: /etc/shadow, a planted folder,
+traversals) and configs of more keys than a section takes; oversized fields of every request
+kind (a Begin's instruction just under and over its 16 MiB, an Observe's text, an End's
+detail, a ping's size past its 64 KiB); empty messages; early hang-ups (half-close or cancel
+at any point).
 
 Properties, after every example:
 - the server never crashes: health is SERVING and a control stream begun at the start still
@@ -17,11 +22,18 @@ Properties, after every example:
 - a stream that fails carries a code from ``MALFORMED_INPUT_CODES`` and the server counted no
   UNKNOWN or INTERNAL status;
 - answers come one per request, of the matching kind;
-- capacity is released: ``active_streams`` is back to the baseline (the control stream).
+- capacity is released: ``active_streams`` is back to the baseline (the control stream);
+- no config naming a server file is taken: the server offers none (``moria serve agent``'s
+  default), so every such Begin ends INVALID_ARGUMENT;
+- a control call (GetInfo) made every 50 ms while the example runs is answered within
+  ``STALL_DEADLINE_S``;
+- the process RSS stays within ``RSS_LIMIT`` (200 MiB) of its baseline, taken after a warm-up
+  of the oversized requests.
 
 Model strategies are only begun with a config that fails before any model is built (no API
 key), so no model is ever loaded (an empty config would mean the default: the local model).
-``scripted`` and ``rl`` are left out: their modules are being written separately.
+``scripted`` is left out, and ``rl`` is begun only naming a checkpoint the server does not
+offer.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ from google.protobuf import struct_pb2
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from moria import malloc_tuning
 from moria.clients import channel_for, close_channels
 from moria.common.v1 import types_pb2
 from moria.metrics import POLICY_SERVICE
@@ -45,12 +58,17 @@ from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from tests.fuzz.harness import (
     INT64,
     JSON_VALUE,
+    RSS_LIMIT,
     TEXT,
     UINT64,
     BackgroundLoop,
+    ControlProbe,
+    Padded,
+    RssBound,
     assert_unharmed,
     drive,
     huge_text,
+    realized,
     server_errors,
     struct_of,
     tensors,
@@ -65,6 +83,12 @@ LONG_TEXT = 200_000
 #: Provider key variables removed while the module runs, so model strategies fail at Begin.
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
             "OPENROUTER_API_KEY")
+#: Server files a config may try to name.
+PATHS = ["/etc/shadow", "/etc/passwd", "../../..", "/proc/self/environ", "/dev/zero", "/tmp",
+         "/tmp/x.gguf", "model.gguf", "checkout", "x" * 5000]
+#: Sizes of an oversized field: a Begin's (16 MiB), an Observe's text, an End's detail.
+BEGIN_SIZES = [16_700_000, 16_800_000]
+TEXT_SIZES = [60_000, 70_000, 2_000_000]
 
 
 @dataclass
@@ -77,6 +101,7 @@ class PolicyFixture:
     stub: pol_grpc.PolicyServiceStub
     control: Any
     turns: int = 0
+    rss: RssBound | None = None
 
 
 def _struct(data: dict[str, Any]) -> struct_pb2.Struct:
@@ -93,6 +118,7 @@ def _space(names: list[str]) -> types_pb2.ActionSpace:
 @pytest.fixture(scope="module")
 def policy() -> Iterator[PolicyFixture]:
     saved = {k: os.environ.pop(k) for k in KEY_VARS if k in os.environ}
+    malloc_tuning.pin_mmap_threshold()  # as moria serve agent does (moria.server.server_main)
     loop = BackgroundLoop()
     manager = policy_server(capacity=64)
 
@@ -106,7 +132,11 @@ def policy() -> Iterator[PolicyFixture]:
             seed=3)))
         ready = await control.read()
         assert ready.WhichOneof("response") == "ready", ready
-        return PolicyFixture(loop, running.target, running.servicer, stub, control)
+        fixture = PolicyFixture(loop, running.target, running.servicer, stub, control)
+        for padded in warm_up_requests():  # before the RSS baseline
+            await drive(stub.Play, [padded.build()], cancel=False, final=lambda r: False)
+        fixture.rss = RssBound(RSS_LIMIT)
+        return fixture
 
     fixture = loop.run(start())
     try:
@@ -213,7 +243,23 @@ def _typed(begin: pol_pb.Begin, agent: pol_pb.AgentSettings,
     return begin
 
 
-begins = st.one_of(struct_begins, st.builds(_typed, struct_begins, typed_agents, typed_clients))
+#: Configs naming server files in every path-like field, and configs of many keys.
+path_configs = st.one_of(
+    st.sampled_from(PATHS).map(lambda p: {"agent": {"type": "naive", "protocol": "balrog",
+                                                    "balrog_source": p}}),
+    st.sampled_from(PATHS).map(lambda p: {"agent": {"type": "rl", "checkpoint": p}}),
+    st.builds(lambda p, name: {"agent": {"type": "naive"}, "client": {
+        "client_name": name, "model_id": p if p.endswith(".gguf") else p + ".gguf"}},
+        st.sampled_from(PATHS), st.sampled_from(["local", "llamacpp"])),
+    st.sampled_from([300, 5_000]).map(lambda n: {"agent": {"type": "dummy", **{
+        f"key_{i}": i for i in range(n)}}}),
+)
+path_begins = st.builds(lambda config, space: pol_pb.Begin(
+    agent_id="agent_0", instruction="play", action_space=space,
+    agent_config=_struct(config)), path_configs, action_spaces)
+
+begins = st.one_of(struct_begins, st.builds(_typed, struct_begins, typed_agents, typed_clients),
+                   path_begins)
 
 images = st.builds(
     types_pb2.Image, encoding=st.one_of(st.integers(0, 2), st.integers(3, 2**31 - 1)),
@@ -250,7 +296,30 @@ plain_observes = st.builds(
     lambda text, step: pol_pb.Observe(observation=types_pb2.Observation(
         text={"long_term_context": text}), step=step), TEXT, st.integers(0, 100))
 
+#: Requests with one field oversized (built when sent): every request kind that carries text.
+_BEGIN = pol_pb.PlayRequest(begin=pol_pb.Begin(
+    agent_id="agent_0", action_space=_space(ACTIONS),
+    agent_config=_struct({"agent": {"type": "dummy"}})))
+_OBSERVE = pol_pb.PlayRequest(observe=pol_pb.Observe(observation=types_pb2.Observation(
+    text={"long_term_context": ""})))
+padded_requests = st.one_of(
+    st.sampled_from(BEGIN_SIZES).map(lambda n: Padded(_BEGIN, "begin.instruction", n)),
+    st.sampled_from(TEXT_SIZES).map(lambda n: Padded(
+        _OBSERVE, "observe.observation.text.long_term_context", n)),
+    st.sampled_from(TEXT_SIZES).map(lambda n: Padded(
+        pol_pb.PlayRequest(end=pol_pb.End(episode_end=types_pb2.EpisodeEnd())),
+        "end.episode_end.detail", n)),
+)
+
+
+def warm_up_requests() -> list[Padded]:
+    """One of each oversized request, sent before the RSS baseline is taken."""
+    return [Padded(_BEGIN, "begin.instruction", n) for n in BEGIN_SIZES] + [
+        Padded(_OBSERVE, "observe.observation.text.long_term_context", n) for n in TEXT_SIZES]
+
+
 any_request = st.one_of(
+    padded_requests,
     plain_observes.map(lambda o: _req(observe=o)),
     plain_observes.map(lambda o: _req(observe=o)),
     plain_observes.map(lambda o: _req(observe=o)),
@@ -265,7 +334,9 @@ any_request = st.one_of(
 
 begin_first = st.tuples(begins.map(lambda b: _req(begin=b)),
                         st.lists(any_request, max_size=6)).map(lambda t: [t[0], *t[1]])
-sequences = st.one_of(begin_first, begin_first, st.lists(any_request, max_size=4))
+sequences = st.one_of(begin_first, begin_first, st.lists(any_request, max_size=4),
+                      st.tuples(padded_requests, st.lists(any_request, max_size=2)).map(
+                          lambda t: [t[0], *t[1]]))
 
 
 # ---- checks -------------------------------------------------------------------------------
@@ -294,9 +365,21 @@ async def _example(fx: PolicyFixture, requests: list[pol_pb.PlayRequest], cancel
                    ) -> list[str]:
     """Play one example and check it; returns what happened (Hypothesis events)."""
     before = server_errors(fx.servicer.metrics, POLICY_SERVICE)
-    outcome = await drive(fx.stub.Play, requests, cancel=cancel,
-                          final=lambda r: r.WhichOneof("response") == "ended")
-    events = [f"stream end: {'cancelled by us' if outcome.cancelled_by_us else outcome.code}"]
+    names_a_file = bool(requests) and isinstance(requests[0], pol_pb.PlayRequest) \
+        and _names_a_file(requests[0])
+    requests = realized(requests)
+    async with ControlProbe(lambda deadline: fx.stub.GetInfo(pol_pb.GetInfoRequest(),
+                                                             timeout=deadline)) as probe:
+        outcome = await drive(fx.stub.Play, requests, cancel=cancel,
+                              final=lambda r: r.WhichOneof("response") == "ended")
+    assert probe.stalls == 0, f"{probe.stalls} control call(s) stalled past the deadline"
+    events = [f"stream end: {'cancelled by us' if outcome.cancelled_by_us else outcome.code}",
+              probe.bucket()]
+    if names_a_file and not outcome.cancelled_by_us:
+        assert not outcome.responses, "a Begin naming a server file was taken"
+        assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, (outcome.code,
+                                                                    outcome.details)
+        events.append("a config naming a server file refused")
     kinds = [r.WhichOneof("request") for r in requests]
     for kind, answer in zip(kinds, outcome.responses, strict=False):
         assert answer.WhichOneof("response") == _ANSWER_TO[kind], (kind, answer)
@@ -308,7 +391,22 @@ async def _example(fx: PolicyFixture, requests: list[pol_pb.PlayRequest], cancel
                           service=POLICY_SERVICE, errors_before=before,
                           active=lambda: _active(fx), what="streams")
     await _turn_control(fx)
+    assert fx.rss is not None
+    fx.rss.check(f" after {kinds}")
     return events
+
+
+def _names_a_file(request: pol_pb.PlayRequest) -> bool:
+    """Whether ``request`` is a Begin whose Struct config names a server file (what
+    ``path_configs`` draws)."""
+    if request.WhichOneof("request") != "begin" or request.begin.HasField("agent"):
+        return False
+    config = request.begin.agent_config
+    agent = config.fields["agent"].struct_value.fields if "agent" in config.fields else {}
+    client = config.fields["client"].struct_value.fields if "client" in config.fields else {}
+    return ("balrog_source" in agent or "checkpoint" in agent
+            or ("model_id" in client and client["model_id"].string_value.endswith(".gguf")
+                and client["client_name"].string_value in ("local", "llamacpp")))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -333,3 +431,7 @@ def test_control_stream_still_ends_cleanly(policy: PolicyFixture) -> None:
         assert await policy.control.code() == grpc.StatusCode.OK
 
     policy.loop.run(end())
+    assert policy.rss is not None
+    growth = policy.rss.check(release=True)
+    print(f"RSS: baseline {policy.rss.baseline / 2**20:,.0f} MiB; growth "
+          f"{growth / 2**20:+,.0f} MiB, at most {policy.rss.peak / 2**20:+,.0f} MiB")

@@ -227,11 +227,15 @@ async def test_policy_begin_errors_quoting_the_request_stay_small(
 async def test_policy_check_config_errors_stay_small() -> None:
     async with policy_server() as pol:
         stub = pol_grpc.PolicyServiceStub(channel_for(pol.target))
-        info = await stub.GetInfo(pol_pb.GetInfoRequest(check_config=_struct(
-            {"agent": {"type": "naive", **_many_keys(10_000)}})), timeout=DEADLINE)
-        assert info.config_errors
-        assert all(_small(e) for e in info.config_errors)
-        assert "more problems" in info.config_errors[0]
+        # 200 unknown keys: validated, the message lists 10 and counts the rest; 10,000: refused
+        # by their count before any is validated (a section takes at most 256)
+        for count, said in ((200, "and 190 more problems"),
+                            (10_000, "agent: 10,001 keys given; a config takes at most 256")):
+            info = await stub.GetInfo(pol_pb.GetInfoRequest(check_config=_struct(
+                {"agent": {"type": "naive", **_many_keys(count)}})), timeout=DEADLINE)
+            assert info.config_errors
+            assert all(_small(e) for e in info.config_errors)
+            assert said in info.config_errors[0], info.config_errors[0]
 
 
 # ---- 2. frames: re-encoded off the event loop, skipped when unused -----------------------------

@@ -114,13 +114,15 @@ class ServerProcess:
         return code
 
 
-def start_server(module: str, *args: str, timeout_s: float = 120.0) -> ServerProcess:
-    """Start ``python -m <module> serve --address 127.0.0.1:0 <args>`` and wait for READY.
+def start_server(module: str, *args: str, timeout_s: float = 120.0,
+                 address: str = "127.0.0.1:0") -> ServerProcess:
+    """Start ``python -m <module> serve --address <address> <args>`` and wait for READY.
 
-    ``module``: ``env_server`` or ``agent_server``. Raises RuntimeError with the log tail when
-    the process exits or stays silent for ``timeout_s``."""
+    ``module``: ``env_server``, ``agent_server`` or ``orchestrator.apps.service``; ``address``:
+    where it listens (``[::]:0``: every address, IPv4 and IPv6). Raises RuntimeError with the
+    log tail when the process exits or stays silent for ``timeout_s``."""
     process = subprocess.Popen(
-        [sys.executable, "-m", module, "serve", "--address", "127.0.0.1:0", *args],
+        [sys.executable, "-m", module, "serve", "--address", address, *args],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "MORIA_LLAMA_THREADS": "1"})
     assert process.stderr is not None

@@ -13,18 +13,22 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetInfoResponse(_message.Message):
-    __slots__ = ("version", "families", "capacity", "active_sessions", "draining")
+    __slots__ = ("version", "families", "capacity", "active_sessions", "draining", "peer_capacity", "peer_sessions")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     FAMILIES_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    PEER_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    PEER_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     version: _types_pb2.VersionInfo
     families: _containers.RepeatedScalarFieldContainer[str]
     capacity: int
     active_sessions: int
     draining: bool
-    def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., families: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_sessions: _Optional[int] = ..., draining: _Optional[bool] = ...) -> None: ...
+    peer_capacity: int
+    peer_sessions: int
+    def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., families: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_sessions: _Optional[int] = ..., draining: _Optional[bool] = ..., peer_capacity: _Optional[int] = ..., peer_sessions: _Optional[int] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("family",)

@@ -19,7 +19,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self, check_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., check_agent: _Optional[_Union[AgentSettings, _Mapping]] = ..., check_client: _Optional[_Union[ClientSettings, _Mapping]] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
-    __slots__ = ("version", "strategies", "backends", "capacity", "active_streams", "config_errors", "draining", "strategy_info")
+    __slots__ = ("version", "strategies", "backends", "capacity", "active_streams", "config_errors", "draining", "strategy_info", "peer_capacity", "peer_streams")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STRATEGIES_FIELD_NUMBER: _ClassVar[int]
     BACKENDS_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,8 @@ class GetInfoResponse(_message.Message):
     CONFIG_ERRORS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_INFO_FIELD_NUMBER: _ClassVar[int]
+    PEER_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    PEER_STREAMS_FIELD_NUMBER: _ClassVar[int]
     version: _types_pb2.VersionInfo
     strategies: _containers.RepeatedScalarFieldContainer[str]
     backends: _containers.RepeatedScalarFieldContainer[str]
@@ -36,7 +38,9 @@ class GetInfoResponse(_message.Message):
     config_errors: _containers.RepeatedScalarFieldContainer[str]
     draining: bool
     strategy_info: _containers.RepeatedCompositeFieldContainer[StrategyInfo]
-    def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., strategies: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_streams: _Optional[int] = ..., config_errors: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ..., strategy_info: _Optional[_Iterable[_Union[StrategyInfo, _Mapping]]] = ...) -> None: ...
+    peer_capacity: int
+    peer_streams: int
+    def __init__(self, version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., strategies: _Optional[_Iterable[str]] = ..., backends: _Optional[_Iterable[str]] = ..., capacity: _Optional[int] = ..., active_streams: _Optional[int] = ..., config_errors: _Optional[_Iterable[str]] = ..., draining: _Optional[bool] = ..., strategy_info: _Optional[_Iterable[_Union[StrategyInfo, _Mapping]]] = ..., peer_capacity: _Optional[int] = ..., peer_streams: _Optional[int] = ...) -> None: ...
 
 class StrategyInfo(_message.Message):
     __slots__ = ("name", "calls_model", "reads_tensors", "keeps_images")
