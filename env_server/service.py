@@ -184,9 +184,9 @@ class EnvServicer(env_grpc.EnvServiceServicer):
             names = [request.family] if request.family else sorted(self.families)
             unknown = [n for n in names if n not in self.families]
             if unknown:
-                await context.abort(grpc.StatusCode.NOT_FOUND, bounded_message(
-                    f"family {quote(unknown[0], 64)} is not hosted here; hosted: "
-                    + ", ".join(sorted(self.families))))
+                await abort_call(context, grpc.StatusCode.NOT_FOUND,
+                                 f"family {quote(unknown[0], 64)} is not hosted here; hosted: "
+                                 + ", ".join(sorted(self.families)))
             tasks = []
             for name in names:
                 infos = await self._run(self.families[name].list_tasks)

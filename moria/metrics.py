@@ -39,6 +39,8 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
 
+from moria.server import CallEnded
+
 #: Buckets (seconds) of ``moria_model_latency_seconds``: from a fast local model (50 ms) to a
 #: slow reasoning model with retries (60 s).
 MODEL_LATENCY_BUCKETS: tuple[float, ...] = (
@@ -120,7 +122,7 @@ class Metrics:
         exception counts ``UNKNOWN`` (what gRPC answers for it). Exceptions are re-raised."""
         try:
             yield
-        except grpc.aio.AbortError:
+        except (grpc.aio.AbortError, CallEnded):
             self.rpc_error(service, context.code())
             raise
         except asyncio.CancelledError:

@@ -75,7 +75,7 @@ from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.quoting import quote, quote_names
-from moria.server import Drain, RequestLimit, bounded_message, method_path
+from moria.server import Drain, RequestLimit, abort_call, bounded_message, method_path
 from orchestrator.core.events import EventSink, RunEvent
 from orchestrator.core.runner import PreflightError, run_evaluation
 from orchestrator.core.stack import StackError
@@ -696,8 +696,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             return pb.SubmitRunResponse(run_id=run_id, run=await self._run_message(entry),
                                         created=True)
         except RunServiceError as exc:
-            await context.abort(exc.code, exc.message)
-            raise  # not reached
+            await abort_call(context, exc.code, exc.message)
 
     async def GetRun(self, request: pb.GetRunRequest,
                      context: grpc.aio.ServicerContext) -> pb.GetRunResponse:
@@ -705,8 +704,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         try:
             return pb.GetRunResponse(run=await self._run_message(self._get(request.run_id)))
         except RunServiceError as exc:
-            await context.abort(exc.code, exc.message)
-            raise
+            await abort_call(context, exc.code, exc.message)
 
     async def CancelRun(self, request: pb.CancelRunRequest,
                         context: grpc.aio.ServicerContext) -> pb.CancelRunResponse:
@@ -723,8 +721,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                 self._finish(entry, CANCELLED, episodes_total=entry.episodes_total)
             return pb.CancelRunResponse(run=await self._run_message(entry))
         except RunServiceError as exc:
-            await context.abort(exc.code, exc.message)
-            raise
+            await abort_call(context, exc.code, exc.message)
 
     async def ListRuns(self, request: pb.ListRunsRequest,
                        context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
@@ -745,8 +742,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             token = _page_token(page[-1]) if len(ordered) > size else ""
             return pb.ListRunsResponse(runs=runs, next_page_token=token)
         except RunServiceError as exc:
-            await context.abort(exc.code, exc.message)
-            raise
+            await abort_call(context, exc.code, exc.message)
 
     async def StreamEvents(self, request: pb.StreamEventsRequest,
                            context: grpc.aio.ServicerContext,
@@ -760,8 +756,7 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                                       "from_sequence must be >= 0")
             entry = self._get(request.run_id)
         except RunServiceError as exc:
-            await context.abort(exc.code, exc.message)
-            return
+            await abort_call(context, exc.code, exc.message)
         next_sequence = max(1, request.from_sequence)
         while True:
             changed = entry.events.changed
@@ -772,10 +767,9 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
             if entry.state in FINAL_STATES:  # its final event is logged with the state
                 return
             if self._closing or self.drain.draining:
-                await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                    "the orchestrator is shutting down; reconnect with "
-                                    f"from_sequence={next_sequence}")
-                return
+                await abort_call(context, grpc.StatusCode.UNAVAILABLE,
+                                 "the orchestrator is shutting down; reconnect with "
+                                 f"from_sequence={next_sequence}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), timeout=0.5)
 

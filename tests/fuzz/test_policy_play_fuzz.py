@@ -67,7 +67,6 @@ from tests.fuzz.harness import (
     RssBound,
     assert_unharmed,
     drive,
-    huge_text,
     realized,
     server_errors,
     struct_of,
@@ -78,7 +77,9 @@ from tests.support.servers import policy_server
 ACTIONS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
 #: Examples per run (the issue asks for at least 2,000; lower it only for a quick local look).
 EXAMPLES = int(os.environ.get("MORIA_FUZZ_EXAMPLES", "2000"))
-#: Longest observation text sent: far above any prompt, far below the 64 MiB message limit.
+#: A long observation text: far above any prompt, far below the 64 MiB message limit. Long
+#: texts are drawn as descriptions (``Padded``) and built when sent: Hypothesis keeps every
+#: value it draws, and 2,000 examples of drawn 200k strings grew the test process by 300 MB.
 LONG_TEXT = 200_000
 #: Provider key variables removed while the module runs, so model strategies fail at Begin.
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
@@ -88,7 +89,7 @@ PATHS = ["/etc/shadow", "/etc/passwd", "../../..", "/proc/self/environ", "/dev/z
          "/tmp/x.gguf", "model.gguf", "checkout", "x" * 5000]
 #: Sizes of an oversized field: a Begin's (16 MiB), an Observe's text, an End's detail.
 BEGIN_SIZES = [16_700_000, 16_800_000]
-TEXT_SIZES = [60_000, 70_000, 2_000_000]
+TEXT_SIZES = [60_000, 70_000, LONG_TEXT, 2_000_000]
 
 
 @dataclass
@@ -201,7 +202,7 @@ demonstrations = st.lists(st.builds(
 
 struct_begins = st.builds(
     pol_pb.Begin, episode_id=TEXT, agent_id=st.one_of(st.just("agent_0"), TEXT),
-    instruction=st.one_of(TEXT, huge_text(LONG_TEXT)), action_space=action_spaces,
+    instruction=TEXT, action_space=action_spaces,
     agent_config=st.one_of(valid_configs, valid_configs, bad_configs).map(_struct),
     seed=UINT64, env_name=TEXT, task=TEXT, demonstrations=demonstrations,
     record_prompts=st.booleans())
@@ -277,7 +278,7 @@ observations = st.builds(
     types_pb2.Observation,
     text=st.dictionaries(
         st.one_of(st.sampled_from(["long_term_context", "short_term_context"]), TEXT),
-        st.one_of(TEXT, huge_text(LONG_TEXT)), max_size=3),
+        TEXT, max_size=3),
     image=st.one_of(st.none(), images),
     tensors=st.dictionaries(TEXT, tensors(), max_size=2),
     legal_actions=st.lists(st.one_of(st.sampled_from(ACTIONS), TEXT), max_size=4),
@@ -303,7 +304,8 @@ _BEGIN = pol_pb.PlayRequest(begin=pol_pb.Begin(
 _OBSERVE = pol_pb.PlayRequest(observe=pol_pb.Observe(observation=types_pb2.Observation(
     text={"long_term_context": ""})))
 padded_requests = st.one_of(
-    st.sampled_from(BEGIN_SIZES).map(lambda n: Padded(_BEGIN, "begin.instruction", n)),
+    st.sampled_from([LONG_TEXT, *BEGIN_SIZES]).map(
+        lambda n: Padded(_BEGIN, "begin.instruction", n)),
     st.sampled_from(TEXT_SIZES).map(lambda n: Padded(
         _OBSERVE, "observe.observation.text.long_term_context", n)),
     st.sampled_from(TEXT_SIZES).map(lambda n: Padded(
