@@ -63,7 +63,8 @@ def _check_kill(out: Path, at: int, stage: str, run: subprocess.CompletedProcess
     caught in the state that stage means."""
     assert run.returncode == -signal.SIGKILL, (
         f"no kill at #{at} {stage} (exit {run.returncode}):\n{run.stderr[-2000:]}")
-    killing = [line.split(maxsplit=4) for line in run.stderr.splitlines()
+    # "KILLING <stage> <env> <index> <task>": the progress bar may go on on the same line
+    killing = [line.split()[:5] for line in run.stderr.splitlines()
                if line.startswith("KILLING ")]
     assert len(killing) == 1 and killing[0][1] == stage, run.stderr[-2000:]
     _, _, env, index, task = killing[0]
