@@ -153,10 +153,27 @@ def _parse_request_config(message: Any, agent_field: str, client_field: str,
     (``struct_field``); None when it carries none. The fields naming server files are
     resolved by ``files`` (``with_server_files``). Raises ValueError (a non-finite number or a
     Struct with no JSON form included; ServerFileError for a server file not offered)."""
+    if not (message.HasField(agent_field) or message.HasField(client_field)) \
+            and message.HasField(struct_field):
+        _check_struct_size(getattr(message, struct_field))  # before it becomes a dict
     raw = request_config(message, agent_field, client_field, struct_field)
     if raw is None:
         return None
     return with_server_files(*parse_policy_config(raw), files)
+
+
+def _check_struct_size(config: Any) -> None:
+    """Refuse a config Struct with more than ``MAX_CONFIG_KEYS`` sections, or a section with
+    more keys, from its counts alone (as ``parse_policy_config`` would after converting it).
+    Raises ValueError."""
+    if len(config.fields) > MAX_CONFIG_KEYS:
+        raise ValueError(f"{len(config.fields):,} config sections given; allowed: agent, client")
+    for name in ("agent", "client"):
+        if name in config.fields:
+            section = config.fields[name].struct_value.fields
+            if len(section) > MAX_CONFIG_KEYS:
+                raise ValueError(f"{name}: {len(section):,} keys given; a config takes at "
+                                 f"most {MAX_CONFIG_KEYS}")
 
 
 def with_server_files(agent: AgentConfig, client: ClientConfig, files: ServerFiles,

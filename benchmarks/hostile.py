@@ -1,22 +1,28 @@
 """Hostile requests against real servers: how long a control call waits, and how much of its
-step rate a healthy session keeps, while one client sends each kind of hostile request back to
-back. The goals (docs/security.md): no control call (``GetInfo``) delayed more than 250 ms, and
-a healthy session keeps at least half its step rate.
+step rate a healthy session keeps, during each hostile request. The goals (docs/security.md):
+no control call (``GetInfo``) delayed more than 250 ms, and a healthy session keeps at least
+half its step rate, during any single hostile request.
 
 ``moria serve env`` (BabyAI) and ``moria serve agent`` run as processes on unix sockets, as
 the local stack runs them. This process drives a healthy client (an env session stepping the
 oracle's action, or a Play stream of the dummy player answering Observes) and calls
-``GetInfo`` every 20 ms; the attacker is another process (``python -m benchmarks.hostile
-attack KIND TARGET SECONDS``), so building a 33 MB request never stalls the measuring loop.
-Each attack runs ``--seconds``; the healthy rate is compared with a baseline of the same
-length measured just before it, with no attacker.
+``GetInfo`` every 20 ms, recording when each step and each call ended; the attacker is another
+process (``python -m benchmarks.hostile attack KIND TARGET SECONDS``), so building a 33 MB
+request never stalls the measuring loop. It sends one hostile request at a time, waits for its
+answer, pauses ``PAUSE_S``, and reports when each request was under way (CLOCK_MONOTONIC, the
+same clock in every process). The healthy rate *during* the requests (steps that ended inside
+one, over the time they took) is compared with the rate in a baseline window of the same
+length just before, with no attacker; the control figure is the longest GetInfo that began
+during a request. With ``--flood``, the attacker sends back to back instead (no pause), and
+the rates are over the whole window: a harsher test than the goal's, reported beside it.
 
 Attacks: on the env server, Opens naming a 1 MiB unknown task (NOT_FOUND), carrying 20,000
 option keys (refused by their count), 1.5M option keys (33 MB, refused by their size before
 they are read) or a 60 MB task; on the agent server, Begins of 16 MiB with a refused config, of
 60 MB (refused by their size), and configs of 10,000 keys (refused by their count).
 
-Run: ``python -m benchmarks.hostile [--seconds 5]``; writes ``benchmarks/out/hostile.json``
+Run: ``python -m benchmarks.hostile [--seconds 5] [--flood]``; writes
+``benchmarks/out/hostile.json`` (``hostile_flood.json``)
 with the load average before and after. Figures, never assertions.
 """
 
@@ -47,6 +53,8 @@ CONTROL_GOAL_MS = 250.0
 RATE_GOAL = 0.5
 #: How often the control call is made (seconds).
 PROBE_EVERY_S = 0.02
+#: The attacker's pause between two requests (seconds), unless flooding.
+PAUSE_S = 0.2
 UNLIMITED = [("grpc.max_send_message_length", 2**31 - 1),
              ("grpc.max_receive_message_length", 2**31 - 1)]
 ENV_ATTACKS = ("task_1mib", "keys_20k", "keys_1_5m", "task_60mb")
@@ -105,32 +113,36 @@ def _attack_request(kind: str) -> tuple[str, bytes]:
     raise ValueError(f"unknown attack {kind!r}; attacks: {ENV_ATTACKS + POLICY_ATTACKS}")
 
 
-async def attack(kind: str, target: str, seconds: float) -> int:
-    """Send attack ``kind`` to ``target`` back to back for ``seconds``; the requests sent."""
+async def attack(kind: str, target: str, seconds: float, pause: float) -> list[list[float]]:
+    """Send attack ``kind`` to ``target`` for ``seconds``, one request at a time with
+    ``pause`` seconds between them; each request's [start, end] (time.monotonic)."""
     method, request = _attack_request(kind)
-    sent = 0
+    intervals = []
     deadline = time.monotonic() + seconds
     async with grpc.aio.insecure_channel(target, options=UNLIMITED) as channel:
         call_of = channel.stream_stream(method, request_serializer=bytes,
                                         response_deserializer=bytes)
         while time.monotonic() < deadline:
+            started = time.monotonic()
             call = call_of()
             await call.write(request)
             with contextlib.suppress(grpc.aio.AioRpcError):  # the refusal is the point
                 await call.read()
             call.cancel()
-            sent += 1
-    return sent
+            intervals.append([started, time.monotonic()])
+            if pause:
+                await asyncio.sleep(pause)
+    return intervals
 
 
 # ---- the healthy client and the control probe ------------------------------------------------
 
-async def _env_steps(target: str, stop: asyncio.Event) -> int:
+async def _env_steps(target: str, stop: asyncio.Event) -> list[float]:
     from moria.clients import EnvClient
     from moria.codecs import dict_from_struct, text_action
     from moria.env.v1 import env_service_pb2 as env_pb
 
-    steps, seed = 0, 0
+    ended, seed = [], 0
     while not stop.is_set():
         session = EnvClient(target).session()
         opened = await session.open(env_pb.OpenRequest(task=TASK, seed=seed, oracle=True))
@@ -138,16 +150,16 @@ async def _env_steps(target: str, stop: asyncio.Event) -> int:
         while not stop.is_set():
             step = await session.step(
                 {"agent_0": text_action(dict_from_struct(obs.info)["expert_action"])})
-            steps += 1
+            ended.append(time.monotonic())
             obs = step.agents["agent_0"].observation
             if step.HasField("episode_end"):
                 break
         await session.close()
         seed += 1
-    return steps
+    return ended
 
 
-async def _policy_turns(target: str, stop: asyncio.Event) -> int:
+async def _policy_turns(target: str, stop: asyncio.Event) -> list[float]:
     from moria.clients import channel_for
     from moria.common.v1 import types_pb2
     from moria.policy.v1 import policy_service_pb2 as pol_pb
@@ -159,53 +171,64 @@ async def _policy_turns(target: str, stop: asyncio.Event) -> int:
         action_space=types_pb2.ActionSpace(actions=[types_pb2.NamedAction(name="go")],
                                            default_action="go"))))
     await call.read()
-    turns = 0
+    ended: list[float] = []
     while not stop.is_set():
         await call.write(pol_pb.PlayRequest(observe=pol_pb.Observe(
             observation=types_pb2.Observation(text={"long_term_context": "a wall"}),
-            step=turns)))
+            step=len(ended))))
         await call.read()
-        turns += 1
+        ended.append(time.monotonic())
     call.cancel()
-    return turns
+    return ended
 
 
-async def _probe(info: Callable[[], Awaitable[Any]], stop: asyncio.Event) -> list[float]:
-    latencies = []
+async def _probe(info: Callable[[], Awaitable[Any]],
+                 stop: asyncio.Event) -> list[tuple[float, float]]:
+    """(start, milliseconds) of every control call until ``stop``."""
+    calls = []
     while not stop.is_set():
-        started = time.perf_counter()
+        started = time.monotonic()
         await info()
-        latencies.append(1000 * (time.perf_counter() - started))
+        calls.append((started, 1000 * (time.monotonic() - started)))
         await asyncio.sleep(PROBE_EVERY_S)
-    return latencies
+    return calls
 
 
-async def _window(healthy: Callable[[asyncio.Event], Awaitable[int]],
+def _inside(moment: float, intervals: list[list[float]]) -> bool:
+    return any(start <= moment <= end for start, end in intervals)
+
+
+async def _window(healthy: Callable[[asyncio.Event], Awaitable[list[float]]],
                   info: Callable[[], Awaitable[Any]], seconds: float,
                   attacker: list[str] | None) -> dict[str, Any]:
     """The healthy rate and control latencies over ``seconds``, with ``attacker`` (a command)
-    running meanwhile when given."""
+    running meanwhile when given: over the whole window, and during its requests."""
     stop = asyncio.Event()
     process = (subprocess.Popen(attacker, stdout=subprocess.PIPE, text=True)
                if attacker else None)
-    started = time.perf_counter()
+    started = time.monotonic()
     tasks = [asyncio.ensure_future(healthy(stop)), asyncio.ensure_future(_probe(info, stop))]
     await asyncio.sleep(seconds)
     stop.set()
-    done, latencies = await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - started
-    sent = None
+    ended, calls = await asyncio.gather(*tasks)
+    elapsed = time.monotonic() - started
+    figures: dict[str, Any] = {"rate_per_s": round(len(ended) / elapsed, 1),
+                               "control_worst_ms": round(max(ms for _, ms in calls), 1)}
     if process is not None:
         out, _ = process.communicate(timeout=seconds + 120)
-        sent = int(out.strip() or 0)
-    ordered = sorted(latencies)
-    return {"rate_per_s": round(done / elapsed, 1),
-            "control_worst_ms": round(ordered[-1], 1) if ordered else None,
-            "control_p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))], 1)
-            if ordered else None, "attack_requests": sent}
+        intervals = json.loads(out.strip().splitlines()[-1])
+        busy = sum(end - start for start, end in intervals)
+        during = [ms for start, ms in calls if _inside(start, intervals)]
+        figures.update({
+            "attack_requests": len(intervals),
+            "attack_ms_mean": round(1000 * busy / max(1, len(intervals)), 1),
+            "rate_during_per_s": round(sum(_inside(t, intervals) for t in ended) / busy, 1)
+            if busy else None,
+            "control_worst_during_ms": round(max(during), 1) if during else None})
+    return figures
 
 
-async def measure(seconds: float) -> dict[str, Any]:
+async def measure(seconds: float, flood: bool) -> dict[str, Any]:
     """Every attack against its server: baseline and attacked windows, and the verdicts."""
     from moria.clients import EnvClient, PolicyClient
     from orchestrator.core.stack import LocalStack
@@ -228,20 +251,24 @@ async def measure(seconds: float) -> dict[str, Any]:
                     base = await _window(healthy, info, seconds, None)
                     hit = await _window(healthy, info, seconds, [
                         sys.executable, "-m", "benchmarks.hostile", "attack", kind, target,
-                        str(seconds)])
-                    ratio = hit["rate_per_s"] / base["rate_per_s"] if base["rate_per_s"] else 0
+                        str(seconds), "0" if flood else str(PAUSE_S)])
+                    rate = hit["rate_per_s"] if flood else hit["rate_during_per_s"] or 0
+                    control = (hit["control_worst_ms"] if flood
+                               else hit["control_worst_during_ms"] or 0)
+                    ratio = rate / base["rate_per_s"] if base["rate_per_s"] else 0
                     results[f"{role}.{kind}"] = {
                         "baseline": base, "attacked": hit, "rate_ratio": round(ratio, 3),
-                        "control_goal_met": (hit["control_worst_ms"] or 0) <= CONTROL_GOAL_MS,
+                        "control_goal_met": control <= CONTROL_GOAL_MS,
                         "rate_goal_met": ratio >= RATE_GOAL}
     return results
 
 
-def run(seconds: float) -> dict[str, Any]:
+def run(seconds: float, flood: bool = False) -> dict[str, Any]:
     """``measure`` with the load average before and after."""
     before = [round(x, 2) for x in os.getloadavg()]
-    results = aio.run(measure(seconds))
-    return {"seconds_per_window": seconds, "load_average_before": before,
+    results = aio.run(measure(seconds, flood))
+    return {"seconds_per_window": seconds, "flood": flood, "pause_s": 0 if flood else PAUSE_S,
+            "load_average_before": before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "goals": {"control_worst_ms_at_most": CONTROL_GOAL_MS,
                       "healthy_rate_ratio_at_least": RATE_GOAL},
@@ -251,17 +278,20 @@ def run(seconds: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["attack"]:
-        kind, target, seconds = args[1], args[2], float(args[3])
-        print(aio.run(attack(kind, target, seconds)))
+        kind, target, seconds, pause = args[1], args[2], float(args[3]), float(args[4])
+        print(json.dumps(aio.run(attack(kind, target, seconds, pause))))
         return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hostile",
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0,
                         help="length of each baseline and attacked window (default 5)")
+    parser.add_argument("--flood", action="store_true",
+                        help="the attacker sends back to back (no pause between requests)")
     parsed = parser.parse_args(args)
-    figures = run(parsed.seconds)
+    figures = run(parsed.seconds, parsed.flood)
     OUT.mkdir(exist_ok=True)
-    (OUT / "hostile.json").write_text(json.dumps(figures, indent=2) + "\n")
+    name = "hostile_flood.json" if parsed.flood else "hostile.json"
+    (OUT / name).write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
     return 0
 
