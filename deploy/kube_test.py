@@ -361,8 +361,8 @@ def clear_leftovers(plan: Plan) -> None:
 def allow_pod_network(plan: Plan, subnets: list[str]) -> None:
     """Let the orchestrator service dial the pods of ``subnets``: its allowed endpoints
     (``MORIA_ALLOWED_ENDPOINTS``) name the Services, which podman has not (the runs this test
-    submits name the pods those Services select, ``pod_endpoints``), so the network's subnets
-    are added to the list; the Services' names stay."""
+    submits name the addresses of the pods those Services select, ``pod_endpoints``), so the
+    network's subnets are added to the list; the Services' names stay."""
     if not subnets:
         raise KubeTestError(f"network {NETWORK} has no subnet")
     for doc in plan.docs:
@@ -506,8 +506,8 @@ def check_security(plan: Plan) -> None:
 def pod_endpoints(plan: Plan, target: str) -> list[str]:
     """The podman endpoints of a Kubernetes Service target ``dns:///<service>.<namespace>.svc
     .cluster.local:<port>``: every pod the Service's selector picks, at the container port
-    its targetPort names (a headless Service's DNS answer). One pod stays a ``dns:///`` name
-    (aardvark-dns resolves pod names on the network); several are listed one by one."""
+    its targetPort names (a headless Service's DNS answer), each as ``IP:port`` on the test's
+    network (inside the subnet ``allow_pod_network`` adds to the orchestrator's allow-list)."""
     host, port = target.removeprefix("dns:///").rsplit(":", 1)
     service = plan.services.get(host.split(".", 1)[0])
     if service is None:
@@ -521,10 +521,10 @@ def pod_endpoints(plan: Plan, target: str) -> list[str]:
         if not _matches(service["selector"], doc["spec"]["template"]["metadata"]["labels"]):
             continue
         number = server.ports[target_port] if isinstance(target_port, str) else target_port
-        pods += [f"{pod}:{number}" for pod in server.pods]
+        pods += [f"{server.ips[pod]}:{number}" for pod in server.pods]
     if not pods:
         raise KubeTestError(f"Service {host} selects no played pod")
-    return [f"dns:///{pods[0]}"] if len(pods) == 1 else pods
+    return pods
 
 
 def run_spec(plan: Plan, overrides: list[str]) -> dict[str, Any]:
