@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -63,41 +62,22 @@ POLICY_ATTACKS = ("begin_16mib", "begin_60mb", "config_keys_10k")
 
 # ---- the attacker (its own process) --------------------------------------------------------
 
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _open_with_keys(count: int) -> bytes:
-    """A serialized SessionRequest whose Open carries ``count`` option keys."""
-    entries = b"".join(_field(1, _field(1, f"k{i}".encode()) + _field(
-        2, b"\x11" + struct.pack("<d", i))) for i in range(count))
-    return _field(1, _field(1, TASK.encode()) + _field(5, entries))
-
-
 def _attack_request(kind: str) -> tuple[str, bytes]:
     """(full method name, serialized request) of one attack."""
     from google.protobuf import struct_pb2
 
     from moria.env.v1 import env_service_pb2 as env_pb
     from moria.policy.v1 import policy_service_pb2 as pol_pb
+    from tests.support.wire import open_with_option_keys
 
     session, play = "/moria.env.v1.EnvService/Session", "/moria.policy.v1.PolicyService/Play"
     if kind == "task_1mib":
         return session, env_pb.SessionRequest(open=env_pb.OpenRequest(
             task="x" * 1_040_000)).SerializeToString()
     if kind == "keys_20k":
-        return session, _open_with_keys(20_000)
+        return session, open_with_option_keys(20_000, TASK)
     if kind == "keys_1_5m":
-        return session, _open_with_keys(1_500_000)
+        return session, open_with_option_keys(1_500_000, TASK)
     if kind == "task_60mb":
         return session, env_pb.SessionRequest(open=env_pb.OpenRequest(
             task="x" * 60_000_000)).SerializeToString()

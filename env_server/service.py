@@ -96,6 +96,9 @@ T = TypeVar("T")
 MAX_ACTION_CHARS = 4096
 #: What the game receives in place of an over-long text: an index no action list holds.
 OVERSIZE_ACTION: SubmittedAction = -1
+#: The longest task name an Open may give; every family's are far shorter (ListTasks). A longer
+#: one is NOT_FOUND at once, before any family is asked.
+MAX_TASK_CHARS = 256
 
 _SERVICE = env_pb.DESCRIPTOR.services_by_name["EnvService"]
 #: The largest request each method takes (bytes), checked before it is parsed
@@ -336,6 +339,14 @@ class _Session:
         if req.max_steps < 0:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT,
                              f"max_steps must be >= 0 (0 = task default), got {req.max_steps}")
+        if len(req.task) > MAX_TASK_CHARS:  # before any work: no task is named so long
+            await self.abort(grpc.StatusCode.NOT_FOUND,
+                             f"unknown task of {len(req.task):,} characters: task names have "
+                             f"at most {MAX_TASK_CHARS} (ListTasks lists them)")
+        try:
+            _check_counts(req)  # counts alone, before the game pool is asked for anything
+        except OptionError as exc:
+            await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         self.peer = peer_of(self.context)
         refusal = self.server._claim_slot(self.peer)
         if refusal:
@@ -516,11 +527,11 @@ def _open_episode(server: EnvServicer, req: env_pb.OpenRequest) -> _Opened:
     """Resolve ``req.task``, decode its options and check them against the family's schema
     (server files resolved by ``server.files``) before anything is constructed, then open the
     game, reset it and read its start and metrics (blocking: the session runs it on the game
-    pool, in one hop). Raises TaskNotFoundError, TaskUnavailableError, OptionError (too many
-    keys, or a key or value the schema refuses; GameOptionError from the family),
+    pool, in one hop). Raises TaskNotFoundError, TaskUnavailableError, OptionError (a key or
+    value the schema refuses; GameOptionError from the family),
     ServerFileError, CodecError (options with no JSON form), or what the game raises; a game
     that raises once opened is closed first."""
-    options = _game_options(req)  # the key counts are checked before anything is decoded
+    options = _game_options(req)
     family, task = server.resolve(req.task)
     options = _with_server_files(family, family.check_options(task, options), server.files)
     game = server.open_game(family, task, options)
@@ -576,15 +587,19 @@ def _with_server_files(family: Family, options: GameOptions, files: ServerFiles)
     return dataclasses.replace(options, kwargs=kwargs)
 
 
-def _game_options(req: env_pb.OpenRequest) -> GameOptions:
-    """The game's options from an OpenRequest. Raises OptionError for more than
-    ``MAX_OPTION_KEYS`` option keys (of the options or of one seat) or seats (counted before
-    anything is decoded: a hostile Open may carry millions), CodecError (INVALID_ARGUMENT) for a
-    Struct with no JSON form."""
+def _check_counts(req: env_pb.OpenRequest) -> None:
+    """Refuse more than ``MAX_OPTION_KEYS`` option keys (of the options or of one seat) or
+    seats, from their counts alone (constant time: a hostile Open may carry millions). Raises
+    OptionError."""
     check_key_count(len(req.options.fields))
     check_key_count(len(req.players), "players")
     for index, player in enumerate(req.players):
         check_key_count(len(player.options.fields), f"players[{index}].options")
+
+
+def _game_options(req: env_pb.OpenRequest) -> GameOptions:
+    """The game's options from an OpenRequest (whose counts ``_check_counts`` passed).
+    Raises CodecError (INVALID_ARGUMENT) for a Struct with no JSON form."""
     return GameOptions(
         seed=req.seed,
         players=[PlayerSpec(p.agent_id, p.role, _struct_arg(p.options, "players.options"))

@@ -213,6 +213,21 @@ def realized(requests: list[Any]) -> list[Any]:
     return [r.build() if isinstance(r, Padded) else r for r in requests]
 
 
+async def drive_watched(open_call: Callable[[], Any], requests: list[Any], *, cancel: bool,
+                        final: Callable[[Any], bool],
+                        control: Callable[[float], Awaitable[Any]]) -> tuple[Outcome, list[str]]:
+    """``drive`` with a ``ControlProbe`` of ``control`` (a control call taking its deadline)
+    around it, ``Padded`` requests built first. Fails when a control call stalled; returns the
+    outcome and the Hypothesis events (how the stream ended, how fast the control calls
+    were answered)."""
+    built_requests = realized(requests)
+    async with ControlProbe(control) as probe:
+        outcome = await drive(open_call, built_requests, cancel=cancel, final=final)
+    assert probe.stalls == 0, f"{probe.stalls} control call(s) stalled past the deadline"
+    ended = "cancelled by us" if outcome.cancelled_by_us else outcome.code
+    return outcome, [f"stream end: {ended}", probe.bucket()]
+
+
 async def wait_for(predicate: Callable[[], Awaitable[bool]], attempts: int = 2000) -> bool:
     """Poll ``predicate`` (yielding 1 ms between tries) until it holds; False if it never
     does within ``attempts`` tries. Used to wait for the server's ``finally`` blocks."""

@@ -54,11 +54,11 @@ from tests.fuzz.harness import (
     TEXT,
     UINT64,
     BackgroundLoop,
-    ControlProbe,
     Padded,
     RssBound,
     assert_unharmed,
     drive,
+    drive_watched,
     realized,
     server_errors,
     struct_of,
@@ -294,13 +294,10 @@ async def _example(fx: EnvFixture, requests: list[env_pb.SessionRequest], cancel
     """Play one example and check it; returns what happened (Hypothesis events)."""
     before = server_errors(fx.servicer.metrics, ENV_SERVICE)
     requests = realized(requests)
-    async with ControlProbe(lambda deadline: fx.stub.GetInfo(env_pb.GetInfoRequest(),
-                                                             timeout=deadline)) as probe:
-        outcome = await drive(fx.stub.Session, requests, cancel=cancel,
-                              final=lambda r: r.WhichOneof("response") == "closed")
-    assert probe.stalls == 0, f"{probe.stalls} control call(s) stalled past the deadline"
-    events = [f"stream end: {'cancelled by us' if outcome.cancelled_by_us else outcome.code}",
-              probe.bucket()]
+    outcome, events = await drive_watched(
+        fx.stub.Session, requests, cancel=cancel,
+        final=lambda r: r.WhichOneof("response") == "closed",
+        control=lambda deadline: fx.stub.GetInfo(env_pb.GetInfoRequest(), timeout=deadline))
     kinds = [r.WhichOneof("request") for r in requests]
     for kind, answer in zip(kinds, outcome.responses, strict=False):
         assert answer.WhichOneof("response") == _ANSWER_TO[kind], (kind, answer)

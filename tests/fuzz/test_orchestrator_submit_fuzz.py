@@ -645,12 +645,13 @@ def _server_path(spec: dict[str, Any]) -> str | None:
 
 def _files_outside(run: pb.Run, prices: Path) -> list[str]:
     """The files of the stored spec that the service opens itself and does not offer: a
-    price table outside ``prices``, a demonstration folder, TLS files (it offers neither)."""
+    price table outside ``prices`` (an empty name is the shipped table), a demonstration
+    folder, TLS files (it offers neither)."""
     stored = dict_from_struct(run.spec)
     evaluation = stored.get("eval") or {}
     out = []
     table = evaluation.get("prices")
-    if isinstance(table, str) and Path(table).parent != prices:
+    if isinstance(table, str) and table and Path(table).parent != prices:
         out.append(f"eval.prices={table!r}")
     if evaluation.get("icl_dataset"):
         out.append(f"eval.icl_dataset={evaluation['icl_dataset']!r}")

@@ -62,11 +62,11 @@ from tests.fuzz.harness import (
     TEXT,
     UINT64,
     BackgroundLoop,
-    ControlProbe,
     Padded,
     RssBound,
     assert_unharmed,
     drive,
+    drive_watched,
     realized,
     server_errors,
     struct_of,
@@ -370,13 +370,10 @@ async def _example(fx: PolicyFixture, requests: list[pol_pb.PlayRequest], cancel
     names_a_file = bool(requests) and isinstance(requests[0], pol_pb.PlayRequest) \
         and _names_a_file(requests[0])
     requests = realized(requests)
-    async with ControlProbe(lambda deadline: fx.stub.GetInfo(pol_pb.GetInfoRequest(),
-                                                             timeout=deadline)) as probe:
-        outcome = await drive(fx.stub.Play, requests, cancel=cancel,
-                              final=lambda r: r.WhichOneof("response") == "ended")
-    assert probe.stalls == 0, f"{probe.stalls} control call(s) stalled past the deadline"
-    events = [f"stream end: {'cancelled by us' if outcome.cancelled_by_us else outcome.code}",
-              probe.bucket()]
+    outcome, events = await drive_watched(
+        fx.stub.Play, requests, cancel=cancel,
+        final=lambda r: r.WhichOneof("response") == "ended",
+        control=lambda deadline: fx.stub.GetInfo(pol_pb.GetInfoRequest(), timeout=deadline))
     if names_a_file and not outcome.cancelled_by_us:
         assert not outcome.responses, "a Begin naming a server file was taken"
         assert outcome.code == grpc.StatusCode.INVALID_ARGUMENT, (outcome.code,

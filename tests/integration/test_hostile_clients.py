@@ -33,7 +33,6 @@ import asyncio
 import json
 import re
 import socket
-import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -55,6 +54,7 @@ from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as orch_grpc
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from tests.support.processes import ServerProcess, start_server
+from tests.support.wire import open_with_option_keys
 
 GOTO = "BabyAI-MixedTrainLocal-v0/goto"
 EMPTY = "MiniGrid-Empty-5x5-v0"
@@ -287,30 +287,6 @@ async def test_refused_requests_give_their_memory_back(tmp_path: Path) -> None:
 # ---- 4. bounded work ------------------------------------------------------------------------
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return _varint((number << 3) | 2) + _varint(len(payload)) + payload
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def open_with_option_keys(count: int) -> bytes:
-    """A serialized ``SessionRequest`` whose Open carries ``count`` option keys (``k<i>``:
-    <i>), built as bytes: a Struct of a million entries takes the client seconds to build."""
-    entries = b"".join(
-        _field(1, _field(1, f"k{i}".encode()) + _field(2, b"\x11" + struct.pack("<d", i)))
-        for i in range(count))
-    request = _field(1, GOTO.encode()) + _field(5, entries)  # OpenRequest.task, .options
-    return _field(1, request)  # SessionRequest.open
-
-
 async def test_a_million_option_keys_are_refused_while_a_healthy_session_steps() -> None:
     with server("env_server", "--families", "babyai") as env:
         healthy = asyncio.ensure_future(healthy_steps(env.target, 200))
@@ -320,7 +296,7 @@ async def test_a_million_option_keys_are_refused_while_a_healthy_session_steps()
                                         request_serializer=bytes,
                                         response_deserializer=env_pb.SessionResponse.FromString)
             call = raw()
-            await call.write(open_with_option_keys(1_500_000))  # 33 MB, built as bytes
+            await call.write(open_with_option_keys(1_500_000, GOTO))  # 33 MB, built as bytes
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await asyncio.wait_for(call.read(), DEADLINE)
             assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
