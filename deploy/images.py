@@ -46,6 +46,15 @@ DOCKER_DIR = ROOT / "deploy" / "docker"
 MANIFESTS = ROOT / "moria" / "families.json"
 PYPROJECT = ROOT / "pyproject.toml"
 LOG_DIR = ROOT / "build" / "images"
+#: where ``make llama-wheel`` keeps the wheels it builds once on the host (the Makefile's
+#: ``WHEELS``, passed as ``--wheels-dir``): ``wheels`` under Moria's cache
+WHEELS_DIR = Path(os.environ.get("MORIA_CACHE_DIR") or Path.home() / ".cache" / "moria") / "wheels"
+#: the folder of the build context the Dockerfiles copy wheels from (tracked, holding a README;
+#: its wheels are git-ignored): ``build`` copies the host's wheels there when they fit the base
+CONTEXT_WHEELS = ROOT / "deploy" / "wheels"
+#: the Debian release of both bases (the official image and the debootstrap one): a wheel
+#: built on a host of another release may need a newer glibc or libstdc++ than the image has
+BASE_RELEASE = "bookworm"
 OFFICIAL_BASE = "python:3.11.13-slim-bookworm"
 #: the fully qualified name pulled (podman's short names depend on the host's registries.conf)
 OFFICIAL_BASE_REF = f"docker.io/library/{OFFICIAL_BASE}"
@@ -84,6 +93,9 @@ class Needs:
     #: project extras whose packages are uninstalled once the data is prepared (their files were
     #: only the source of the baked data: the image keeps one copy)
     drop_after_prepare: tuple[str, ...] = ()
+    #: requirements (names) that compile for minutes: their extras' install looks in
+    #: ``deploy/wheels/`` first, where ``build`` puts the host's prebuilt wheels (``WHEELS_DIR``)
+    wheels: tuple[str, ...] = ()
 
 
 #: the env images' needs beyond their manifests, by image name
@@ -231,9 +243,11 @@ def all_images() -> list[Image]:
         entrypoint=("moria", "serve", "agent"), cmd=_server_flags(AGENT_PORT),
         needs=Needs(build_packages=("build-essential",), runtime_packages=("libgomp1",),
                     pip_env='CMAKE_ARGS="-DGGML_NATIVE=OFF"', drop_after_prepare=("qwen",),
-                    why=("build-essential: llama-cpp-python compiles llama.cpp; its native CPU "
-                         "build uses",
-                         "instructions (AMX) that crash on some hosts, hence GGML_NATIVE=OFF",),
+                    wheels=("llama-cpp-python",),
+                    why=("build-essential: llama-cpp-python compiles llama.cpp (unless "
+                         "deploy/wheels/ holds its wheel); its",
+                         "native CPU build uses instructions (AMX) that crash on some hosts, "
+                         "hence GGML_NATIVE=OFF",),
                     runtime_why=("libgomp1: llama.cpp's OpenMP runtime; without it every "
                                  "local-model call fails",)))
     orchestrator = Image(
@@ -311,9 +325,17 @@ def render(image: Image) -> str:
     if needs.build_packages:
         lines += _apt(needs.build_packages)
     extra = extra_requirements(image.extras)
+    extra_pip = pip
+    if needs.wheels:
+        lines += [f"# prebuilt wheels of {', '.join(needs.wheels)} that `make images` copies "
+                  "from the host's cache",
+                  f"# (`make llama-wheel`; only on a {BASE_RELEASE} host), else pip builds "
+                  "them here",
+                  f"COPY {CONTEXT_WHEELS.relative_to(ROOT)}/ /tmp/wheels/"]
+        extra_pip = f"{pip} --find-links /tmp/wheels"
     if extra:
         lines.append(f"# the extras {', '.join(image.extras)} (pyproject.toml)")
-        lines.append(_pip_run(pip, extra, prefix=needs.pip_env))
+        lines.append(_pip_run(extra_pip, extra, prefix=needs.pip_env))
     lines += [f"# {why}" for why in needs.no_deps_why]
     for requirement in needs.no_deps:
         lines.append(f'RUN {pip} --no-deps "{requirement}"')
@@ -568,7 +590,60 @@ def prune_superseded(tool: str) -> str:
             f"(`{' '.join(argv[1:])}`)")
 
 
-def build(names: list[str], jobs: int = 1) -> int:
+def host_release(os_release: Path = Path("/etc/os-release")) -> str:
+    """The host's Debian codename (``VERSION_CODENAME`` of os-release); '' when unknown."""
+    try:
+        text = os_release.read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "VERSION_CODENAME":
+            return value.strip().strip('"')
+    return ""
+
+
+def pinned_version(requirement_name: str, images: list[Image]) -> str | None:
+    """The ``==`` version the extras of ``images`` pin for ``requirement_name``; None when
+    none does."""
+    for image in images:
+        for requirement in extra_requirements(image.extras):
+            if _name_of(requirement) == requirement_name and "==" in requirement:
+                return requirement.split("==", 1)[1].split(";", 1)[0].strip()
+    return None
+
+
+def stage_wheels(images: list[Image], release: str | None = None,
+                 wheels_dir: Path = WHEELS_DIR, context: Path = CONTEXT_WHEELS) -> list[str]:
+    """Put into the build context (``context``) the host's prebuilt wheel (from ``wheels_dir``)
+    of each requirement ``images`` list in ``Needs.wheels``, at the version their extras pin,
+    when the host's Debian release (``release``, default the host's) is the bases'
+    ``BASE_RELEASE``; earlier copies of that requirement's wheels are removed first, so a build
+    never picks up a stale one. Returns one line per requirement saying which way its image
+    gets it."""
+    release = host_release() if release is None else release
+    lines = []
+    for name in sorted({n for image in images for n in image.needs.wheels}):
+        stem = name.replace("-", "_")
+        for old in context.glob(f"{stem}-*.whl"):
+            old.unlink()
+        version = pinned_version(name, images)
+        found = sorted(wheels_dir.glob(f"{stem}-{version}-*.whl")) if version else []
+        if not found:
+            lines.append(f"wheels: no prebuilt {name} {version} wheel in {wheels_dir} "
+                         "(`make llama-wheel` builds it once): its image compiles it")
+        elif release != BASE_RELEASE:
+            lines.append(f"wheels: the host is {release or 'not Debian'}, the bases "
+                         f"{BASE_RELEASE}: its {name} wheel may not run there; the image "
+                         "compiles its own")
+        else:
+            context.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(found[-1], context / found[-1].name)
+            lines.append(f"wheels: {found[-1].name} from the host, not compiled again")
+    return lines
+
+
+def build(names: list[str], jobs: int = 1, wheels_dir: Path = WHEELS_DIR) -> int:
     """Build the images called ``names`` (all when empty), ``jobs`` at a time, those that
     compile (a build stage with packages: the long ones) first; print each one's time and
     size, then a table. Returns 1 when any failed (the others are still built)."""
@@ -589,6 +664,8 @@ def build(names: list[str], jobs: int = 1) -> int:
           flush=True)
     for warning in check_free_space(tool):
         print(warning, flush=True)
+    for line in stage_wheels(chosen, wheels_dir=wheels_dir):
+        print(line, flush=True)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -622,12 +699,15 @@ def main(argv: list[str] | None = None) -> int:
     bld.add_argument("--jobs", type=int, default=1,
                      help="builds at a time (default 1; 2 overlaps one build's downloads "
                           "with another's compiling)")
+    bld.add_argument("--wheels-dir", type=Path, default=WHEELS_DIR,
+                     help="the host's prebuilt wheels (default: $MORIA_CACHE_DIR/wheels, "
+                          "else ~/.cache/moria/wheels; make llama-wheel)")
     args = parser.parse_args(argv)
     if args.command == "generate":
         return generate(args.check)
     if args.command == "list":
         return list_images()
-    return build(args.names, args.jobs)
+    return build(args.names, args.jobs, args.wheels_dir)
 
 
 if __name__ == "__main__":

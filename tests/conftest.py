@@ -15,3 +15,5 @@ SERVER_SETTINGS = ("MORIA_MELTINGPOT_ASSETS",)
 def _no_server_settings_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in SERVER_SETTINGS:
         monkeypatch.delenv(name, raising=False)
+
+pytest_plugins = ["tests.support.budget"]

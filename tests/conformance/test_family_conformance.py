@@ -144,7 +144,13 @@ PREPARE: dict[str, Callable[[pytest.MonkeyPatch, pytest.TempPathFactory], None]]
 # -- fixtures -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=sorted(FAMILIES))
+#: families whose checks take seconds (Melting Pot's engine, TextWorld's generated games):
+#: marked slow, so ``make test-fast`` leaves them to ``make test``
+SLOW_FAMILIES = frozenset({"meltingpot", "textworld"})
+
+
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.slow) if name in SLOW_FAMILIES
+                        else name for name in sorted(FAMILIES)])
 def family(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
            tmp_path_factory: pytest.TempPathFactory) -> Family:
     """Each registered family in turn, with its data provided."""

@@ -577,3 +577,48 @@ def test_prune_output_is_counted_for_podman_and_docker() -> None:
               "deleted: sha256:" + "b" * 64 + "\ndeleted: sha256:" + "c" * 64 + "\n\n"
               "Total reclaimed space: 12.3MB\n")
     assert count(podman) == 2 and count(docker) == 2 and count("") == 0
+
+
+def test_prebuilt_wheels_reach_the_context_only_from_a_host_of_the_bases_release(
+        tmp_path: Path) -> None:
+    """The agent image installs llama-cpp-python from the host's prebuilt wheel only when the
+    host runs the bases' Debian release (its glibc and libstdc++); a stale copy of another
+    version never stays in the build context."""
+    images = dockerfiles.images_module()
+    chosen = [i for i in images.all_images() if i.name == "agent"]
+    version = images.pinned_version("llama-cpp-python", chosen)
+    assert version and version[0].isdigit()
+    wheels, context = tmp_path / "wheels", tmp_path / "context"
+    wheels.mkdir()
+    context.mkdir()
+    stale = context / "llama_cpp_python-0.0.1-py3-none-linux_x86_64.whl"
+    stale.write_bytes(b"old")
+
+    (line,) = images.stage_wheels(chosen, images.BASE_RELEASE, wheels, context)
+    assert "no prebuilt llama-cpp-python" in line and "make llama-wheel" in line
+    assert not stale.exists()
+
+    wheel = wheels / f"llama_cpp_python-{version}-py3-none-linux_x86_64.whl"
+    wheel.write_bytes(b"built once")
+    (line,) = images.stage_wheels(chosen, "trixie", wheels, context)
+    assert "compiles its own" in line and list(context.iterdir()) == []
+
+    (line,) = images.stage_wheels(chosen, images.BASE_RELEASE, wheels, context)
+    assert "not compiled again" in line
+    assert (context / wheel.name).read_bytes() == b"built once"
+
+
+def test_the_agent_image_looks_for_prebuilt_wheels_before_compiling() -> None:
+    text = (dockerfiles.DOCKER_DIR / "agent" / "Dockerfile").read_text()
+    copy = text.index("COPY deploy/wheels/ /tmp/wheels/")
+    install = text.index("--find-links /tmp/wheels")
+    assert copy < install < text.index('"llama-cpp-python[server]==')
+    assert (REPO / "deploy" / "wheels" / "README.md").is_file()  # the COPY source always exists
+
+
+def test_host_release_reads_os_release(tmp_path: Path) -> None:
+    images = dockerfiles.images_module()
+    release = tmp_path / "os-release"
+    release.write_text('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_CODENAME=bookworm\n')
+    assert images.host_release(release) == "bookworm"
+    assert images.host_release(tmp_path / "missing") == ""

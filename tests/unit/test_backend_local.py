@@ -20,6 +20,9 @@ from agent_server.backends.models import (
 )
 from moria.config import ClientConfig
 
+#: every test here runs the real local model (seconds each): make test-fast leaves them out
+pytestmark = pytest.mark.slow
+
 SMOL = ClientConfig(client_name="local", model_id="smollm2-135m-instruct")
 ACTIONS = ["turn left", "turn right", "go forward", "pick up", "drop", "toggle", "done"]
 PROMPTS = [

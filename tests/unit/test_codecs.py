@@ -119,6 +119,7 @@ def _reference(value: object) -> object:
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(max_size=8) | st.integers(0, 9), _VALUES, max_size=6))
+@pytest.mark.slow
 def test_struct_from_dict_builds_what_struct_update_builds(data: dict) -> None:
     expected = struct_pb2.Struct()
     expected.update(_reference(data))
@@ -136,6 +137,7 @@ def test_struct_from_dict_keeps_empty_containers_and_refuses_other_types() -> No
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), _VALUES | st.floats(), max_size=6))
+@pytest.mark.slow
 def test_dict_from_struct_reads_what_message_to_dict_reads(data: dict) -> None:
     struct = struct_pb2.Struct()
     struct.update(_reference(data))

@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks import env_load
 
 
+@pytest.mark.slow
 def test_env_load_reports_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "env_load.json"
     figures = env_load.main(["--sessions", "5", "--steps", "3", "--out", str(out)])

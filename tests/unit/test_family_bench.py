@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from benchmarks import families
 from moria.clients import EnvClient
 from orchestrator.core.stack import LocalStack
@@ -34,6 +36,7 @@ def test_sessions_are_all_open_before_the_timed_steps(tmp_path: Path) -> None:
     assert all(episode > first for episode, first in zip(episodes, range(3), strict=True))
 
 
+@pytest.mark.slow
 def test_compare_reports_the_opening_cost_apart() -> None:
     figures = families.compare("babyai", TASK, 40, seeds=(0, 1), sessions=2)
     assert set(figures) == {
@@ -47,7 +50,10 @@ def test_compare_reports_the_opening_cost_apart() -> None:
     for sessions in ("env_server_1_session", "env_server_2_sessions"):
         # BabyAI runs inside the server process: no game worker
         assert set(cpu[sessions]) == {"client", "server", "game_workers"}
-        assert cpu[sessions]["client"] > 0 and cpu[sessions]["server"] > 0
+        # psutil reads CPU time in clock ticks (10 ms): 40 steps of the client alone may read
+        # 0, the client and the server together (each step's gRPC both ways) do not
+        assert cpu[sessions]["client"] >= 0 and cpu[sessions]["server"] >= 0
+        assert cpu[sessions]["client"] + cpu[sessions]["server"] > 0
         assert cpu[sessions]["game_workers"] == 0
 
 

@@ -166,6 +166,7 @@ def test_invalid_answer_is_noop_and_metrics_report_every_player(family) -> None:
     ("prisoners_dilemma_in_the_matrix__repeated", 1000, (0, 4)),
     ("stag_hunt_in_the_matrix__repeated", 1000, (0, 4)),
 ])
+@pytest.mark.slow
 def test_oracle_earns_rewards(family, task: str, steps: int, seeds: tuple[int, ...]) -> None:
     """Every seat playing the expert: the substrate pays rewards (apples eaten, matrix-game
     interactions) within the given steps."""

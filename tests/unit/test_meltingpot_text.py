@@ -63,6 +63,7 @@ def _check_views(game, names_checked: list[int]) -> None:
 
 
 @pytest.mark.parametrize("task", SUBSTRATES)
+@pytest.mark.slow
 def test_decoded_view_matches_the_engine_text_map(task: str) -> None:
     family = load_family("meltingpot")
     game = family.open(task, GameOptions(seed=5, oracle=True, render_image=True))

@@ -361,6 +361,7 @@ def test_off_turn_answers_are_ignored_and_missing_mover_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("task", TASKS)
+@pytest.mark.slow
 def test_random_games_end_with_zero_sum_returns_and_consistent_outcome(task: str) -> None:
     for seed in range(2 if task == "chess_v6" else 6):
         game = _open(task, seed=seed)

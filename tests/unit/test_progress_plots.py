@@ -219,6 +219,7 @@ def test_plot_warmup_starts_once_at_run_start() -> None:
     assert not thread.is_alive()
 
 
+@pytest.mark.slow
 def test_a_process_that_exits_while_the_warmup_draws_keeps_its_exit_code() -> None:
     """A run stopped right after its start (a local server killed) ends its process while the
     warm-up may still be inside matplotlib's C++ code: the process must still exit with its own

@@ -24,7 +24,9 @@ from env_server.game import (
     TaskNotFoundError,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore:Game .* is not fully supported")
+#: slow: the family plays games it builds first (seconds per pytest worker)
+pytestmark = [pytest.mark.filterwarnings("ignore:Game .* is not fully supported"),
+              pytest.mark.slow]
 
 METRIC_KEYS = {"progression", "score", "max_score", "won", "lost", "steps", "episode_return",
                "game_index", "game_file", "generation_seed", "keep_objective"}

@@ -76,6 +76,7 @@ def test_bad_family_or_index_is_a_clear_error(family: str, index: int) -> None:
         games.game_path(family, index)
 
 
+@pytest.mark.slow
 def test_same_inputs_give_byte_identical_games(
     small_recipes: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
@@ -174,6 +175,7 @@ def test_unwritable_games_folder_is_a_clear_build_error(
         games.build_game("treasure_hunter", 4)
 
 
+@pytest.mark.slow
 def test_incremental_constraint_check_gives_the_stock_game(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -158,6 +158,7 @@ def test_a_run_past_its_time_is_stopped_and_reported() -> None:
                              timeout_s=0.5)
 
 
+@pytest.mark.slow
 def test_stop_group_kills_the_run_s_children_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = ("import subprocess, sys, time\n"
