@@ -45,10 +45,13 @@ MALFORMED_INPUT_CODES = frozenset({
 MAX_DETAILS_BYTES = 4096
 
 #: The gRPC deadline of the control calls made while an example runs (``ControlProbe``): one
-#: missed is a stall (the server's event loop held by the example). The goal is 250 ms on a
-#: quiet machine, which ``benchmarks/hostile.py`` measures; here, beside the whole suite on 2
-#: cores, a deadline that a healthy server misses only when the machine stops: 1 s.
-STALL_DEADLINE_S = 1.0
+#: missed is a stall (the server's event loop held by the example, as 1.5M option keys once
+#: held it for 110 s). The latency goal, 250 ms on a quiet machine, is what
+#: ``benchmarks/hostile.py`` measures; here the suite shares 2 cores with itself and with
+#: ``.ci/run``'s image builds (load 7), and the served loop shares the GIL with Hypothesis
+#: drawing the next example, so a deadline only a held loop misses: 5 s (1 s was missed once
+#: at load 7 with no example holding the loop).
+STALL_DEADLINE_S = 5.0
 #: RSS growth over a fuzz run's baseline that fails it (the issue's bound for refused requests).
 RSS_LIMIT = 200 * 2**20
 
