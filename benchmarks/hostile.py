@@ -118,23 +118,14 @@ async def attack(kind: str, target: str, seconds: float, pause: float) -> list[l
 # ---- the healthy client and the control probe ------------------------------------------------
 
 async def _env_steps(target: str, stop: asyncio.Event) -> list[float]:
+    from benchmarks.run import oracle_episode
     from moria.clients import EnvClient
-    from moria.codecs import dict_from_struct, text_action
-    from moria.env.v1 import env_service_pb2 as env_pb
 
-    ended, seed = [], 0
+    ended: list[float] = []
+    seed = 0
     while not stop.is_set():
-        session = EnvClient(target).session()
-        opened = await session.open(env_pb.OpenRequest(task=TASK, seed=seed, oracle=True))
-        obs = opened.agents["agent_0"].observation
-        while not stop.is_set():
-            step = await session.step(
-                {"agent_0": text_action(dict_from_struct(obs.info)["expert_action"])})
-            ended.append(time.monotonic())
-            obs = step.agents["agent_0"].observation
-            if step.HasField("episode_end"):
-                break
-        await session.close()
+        await oracle_episode(EnvClient(target).session(), TASK, seed,
+                             lambda: not stop.is_set(), lambda: ended.append(time.monotonic()))
         seed += 1
     return ended
 

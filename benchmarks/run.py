@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,26 +89,39 @@ def inprocess_steps_per_s(total_steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-async def _remote_worker(target: str, steps_wanted: int, first_seed: int) -> int:
-    from moria.clients import EnvClient
+async def oracle_episode(session: Any, task: str, seed: int, go_on: Callable[[], bool],
+                         on_step: Callable[[], None]) -> None:
+    """Play one episode of the BabyAI ``task`` at ``seed`` on an Env ``session``
+    (``moria.clients`` session) with the expert's action of each observation (``oracle``
+    hints), while ``go_on()`` holds, calling ``on_step()`` after each step; then close it."""
     from moria.codecs import dict_from_struct, text_action
     from moria.env.v1 import env_service_pb2 as env_pb
 
+    opened = await session.open(env_pb.OpenRequest(task=task, seed=seed, oracle=True))
+    obs = opened.agents["agent_0"].observation
+    while go_on():
+        hint = dict_from_struct(obs.info)["expert_action"]
+        response = await session.step({"agent_0": text_action(hint)})
+        on_step()
+        obs = response.agents["agent_0"].observation
+        if response.HasField("episode_end"):
+            break
+    await session.close()
+
+
+async def _remote_worker(target: str, steps_wanted: int, first_seed: int) -> int:
+    from moria.clients import EnvClient
+
     client = EnvClient(target)
     steps, seed = 0, first_seed
+
+    def count() -> None:
+        nonlocal steps
+        steps += 1
+
     while steps < steps_wanted:
-        session = client.session()
-        opened = await session.open(env_pb.OpenRequest(task=f"babyai:{TASK}", seed=seed,
-                                                       oracle=True))
-        obs = opened.agents["agent_0"].observation
-        while steps < steps_wanted:
-            hint = dict_from_struct(obs.info)["expert_action"]
-            response = await session.step({"agent_0": text_action(hint)})
-            steps += 1
-            obs = response.agents["agent_0"].observation
-            if response.HasField("episode_end"):
-                break
-        await session.close()
+        await oracle_episode(client.session(), f"babyai:{TASK}", seed,
+                             lambda: steps < steps_wanted, count)
         seed += 1000
     return steps
 
