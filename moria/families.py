@@ -76,7 +76,9 @@ class FamilyManifest:
     ``server_env``: family option -> environment variable of the env server that sets the same
     thing server-wide, for options a server must know before any open (``ListTasks`` takes no
     options): when a run gives such an option and ``moria`` starts the env server itself, the
-    server gets the variable (:func:`server_environment`).
+    server gets the variable (:func:`server_environment`). ``replay_refusal``: why its
+    episodes cannot be replayed from their seed and actions (``moria replay``); "" when they
+    can (the game is deterministic given the seed and the actions).
     """
 
     name: str
@@ -97,6 +99,7 @@ class FamilyManifest:
     server_env: dict[str, str] = field(default_factory=dict)
     options: dict[str, OptionSpec] = field(default_factory=dict)
     player_options: dict[str, OptionSpec] = field(default_factory=dict)
+    replay_refusal: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The JSON form stored in ``families.json``."""
@@ -124,7 +127,8 @@ class FamilyManifest:
                    server_env={str(k): str(v)
                                for k, v in dict(data.get("server_env", {})).items()},
                    options=schema_from_json(data.get("options", {})),
-                   player_options=schema_from_json(data.get("player_options", {})))
+                   player_options=schema_from_json(data.get("player_options", {})),
+                   replay_refusal=str(data.get("replay_refusal", "")))
 
 
 def table_text(manifests: list[FamilyManifest]) -> str:

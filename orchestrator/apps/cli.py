@@ -453,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_protocol_check_arguments(sub)
     from orchestrator.apps.record_demos import add_arguments as add_record_demos_arguments
+    from orchestrator.apps.replay import add_arguments as add_replay_arguments
+
+    add_replay_arguments(sub)
 
     rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")
     add_record_demos_arguments(rd)

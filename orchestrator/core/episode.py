@@ -51,6 +51,7 @@ from orchestrator.store.demos import (
     MissingDemonstrationsError,
     episode_demonstrations,
 )
+from orchestrator.store.frames import FrameRecorder
 from orchestrator.store.protocol_record import saved_check
 from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.suites.balrog import BALROG_TEXT_ENVS
@@ -345,13 +346,16 @@ StartCallback = Callable[["EpisodePlan", env_pb.OpenResponse], Awaitable[None]]
 async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                       model_slots: asyncio.Semaphore | None = None,
                       on_step: StepCallback | None = None,
-                      on_start: StartCallback | None = None) -> EpisodeRecord:
+                      on_start: StartCallback | None = None,
+                      frames: FrameRecorder | None = None) -> EpisodeRecord:
     """Play one episode to its end and return its record.
 
     ``model_slots`` bounds in-flight model calls on the policy endpoint; ``await on_step(plan,
     record)`` follows each agent turn (the runner's ``step`` event); ``await on_start(plan,
     opened)`` follows the start, before the first turn. An exception a callback raises ends
-    the episode (the servers are told ``cancelled``) and propagates. Each step has
+    the episode (the servers are told ``cancelled``) and propagates. ``frames``, when given,
+    gets the env's full-state frame before the first step and after every step
+    (``eval.save_images``; the record names its folder). Each step has
     ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
     ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
     Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
@@ -364,13 +368,19 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     try:
         async with asyncio.timeout(spec.eval.episode_timeout_s):
             opened = await driver.start()
+            if frames is not None:
+                await frames.start()
+                await _save_frame(driver, frames)
             if on_start is not None:
                 await on_start(plan, opened)
             while not driver.done:
+                stepped = driver.num_steps
                 for turn in await driver.step():
                     record = kept.add(turn)
                     if record is not None and on_step is not None:
                         await on_step(plan, record)
+                if frames is not None and driver.num_steps != stepped:
+                    await _save_frame(driver, frames)
     except TimeoutError:
         ending = "cancelled"
         late = (f"the episode missed its deadline of {spec.eval.episode_timeout_s:g} s "
@@ -401,7 +411,15 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
         players=_seat_records(spec, driver.seats), protocol=protocol,
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
-        wall_time_s=time.perf_counter() - started, steps=kept.steps)
+        wall_time_s=time.perf_counter() - started, steps=kept.steps,
+        frames=frames.folder.name if frames is not None else "",
+        frame_count=frames.count if frames is not None else 0)
+
+
+async def _save_frame(driver: EpisodeDriver, frames: FrameRecorder) -> None:
+    """Render the game as it is now and save it as the frame after ``num_steps`` steps."""
+    image = await _call(driver.session.render, server="env")
+    await frames.add(driver.num_steps, image)
 
 
 def _step_record(turn: Turn) -> StepRecord:

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ from orchestrator.report.accounting import PriceError, prices_for
 from orchestrator.report.outcome import RunVerdict, verdict_from_summary
 from orchestrator.report.summary import summarize
 from orchestrator.store.demos import MissingDemonstrationsError, check_demonstrations
-from orchestrator.store.episodes import completed_keys
+from orchestrator.store.episodes import completed_keys, episode_paths
+from orchestrator.store.frames import FrameRecorder, frames_dir
 from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.store.telemetry import TelemetryWriter, dumps
 
@@ -242,6 +244,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         model_slots = asyncio.Semaphore(cap) if cap is not None else None
 
         step_caps: dict[tuple[str, str, int], int] = {}  # the cap each open episode got
+        frames_for = (partial(_frame_recorder, out) if spec.eval.save_images else None)
 
         async def on_start(plan: EpisodePlan, opened: env_pb.OpenResponse) -> None:
             step_caps[(plan.env, plan.task, plan.episode_index)] = int(opened.max_steps)
@@ -261,7 +264,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         async def worker() -> None:
             while (queued := next_episode()) is not None:
                 record = await _attempt(queued, servers, spec, model_slots, on_step, events,
-                                        retries, on_fault, on_start)
+                                        retries, on_fault, on_start, frames_for)
                 plan = queued.plan
                 step_caps.pop((plan.env, plan.task, plan.episode_index), None)
                 if record is None:
@@ -281,6 +284,12 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                           average_progress=outcome.summary.get("average_progress"),
                           outcome=outcome.summary.get("outcome"))
     return outcome
+
+
+def _frame_recorder(out: Path, plan: EpisodePlan) -> FrameRecorder:
+    """The recorder of ``plan``'s frames, beside its episode JSON under ``out``."""
+    json_path, _ = episode_paths(out, plan.env, plan.task, plan.episode_index)
+    return FrameRecorder(frames_dir(json_path))
 
 
 async def _run_workers(workers: list[Coroutine[Any, Any, None]],
@@ -316,9 +325,12 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                    events: EventStream,
                    queue: asyncio.Queue[_Queued],
                    on_fault: Callable[[], None] | None,
-                   on_start: StartCallback | None = None) -> EpisodeRecord | None:
+                   on_start: StartCallback | None = None,
+                   frames_for: Callable[[EpisodePlan], FrameRecorder] | None = None,
+                   ) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or
-    None when an infrastructure fault re-queued it (same seed, a new session)."""
+    None when an infrastructure fault re-queued it (same seed, a new session). ``frames_for``
+    gives the episode's frame recorder (``eval.save_images``)."""
     plan, attempt = queued.plan, queued.attempt
     end_reason: EndReason = "env_error"
     env_set, policy_set = servers.env[plan.env], servers.policy
@@ -338,7 +350,8 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                           env_server=env_target, policy_server=policy_target)
         try:
             record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step,
-                                       on_start=on_start)
+                                       on_start=on_start,
+                                       frames=frames_for(plan) if frames_for else None)
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
             return record
         except InfrastructureFault as exc:

@@ -94,7 +94,8 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
     run_id, env, episode_index, task_dir, end_reason, error, cached/reasoning tokens, versions,
     ``protocol`` (the prompting protocol, ``EpisodeRecord.protocol``; {} in files written
     before it existed, which means Moria's own), timestamps, wall_time_s, ``attempts`` and
-    ``retry_errors`` (re-queues after server faults) and the ``steps`` trajectory.
+    ``retry_errors`` (re-queues after server faults), ``frames`` and ``frame_count`` (the saved
+    frames' folder, ``orchestrator.store.frames``) and the ``steps`` trajectory.
     """
     data = record.model_dump(mode="json")
     stats = {**data["stats"], "progression": record.progression}
@@ -130,6 +131,8 @@ def episode_document(record: EpisodeRecord) -> dict[str, Any]:
         "wall_time_s": record.wall_time_s,
         "attempts": record.attempts,
         "retry_errors": data["retry_errors"],
+        "frames": record.frames,
+        "frame_count": record.frame_count,
         "steps": data["steps"],
     }
     scrubbed: dict[str, Any] = scrub(doc)
@@ -184,6 +187,15 @@ def _record_from_document(doc: Mapping[str, Any]) -> EpisodeRecord:
     return EpisodeRecord.model_validate(fields)
 
 
+def read_episode(path: str | Path) -> EpisodeRecord:
+    """The episode of one JSON file. Raises OSError when it cannot be read and ValueError
+    (a JSON or validation error, or a top level that is no object) when it is no episode."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError("the top level is not a JSON object")
+    return _record_from_document(doc)
+
+
 def scan_episodes(out_dir: str | Path) -> tuple[list[EpisodeRecord], list[str]]:
     """Parse every ``<out>/*/*/*_run_*.json``; return ``(episodes, warnings)``.
 
@@ -198,10 +210,7 @@ def scan_episodes(out_dir: str | Path) -> tuple[list[EpisodeRecord], list[str]]:
         return episodes, warnings
     for path in sorted(root.glob("*/*/*_run_*.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(doc, dict):
-                raise TypeError("top level is not a JSON object")
-            episodes.append(_record_from_document(doc))
+            episodes.append(read_episode(path))
         except (OSError, TypeError, ValueError, ValidationError) as exc:  # incl. JSONDecodeError
             summary = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             warnings.append(f"ignoring unreadable episode file {path}: {summary}")

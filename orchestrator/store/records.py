@@ -96,7 +96,9 @@ class EpisodeRecord(_Record):
     earlier attempt failed.
     ``usage_by_model``: per model (``"<client_name>/<model_id>"``) the counters of
     ``orchestrator.report.accounting.USAGE_KEYS`` (calls, four token counts, latency_s).
-    ``prompts``: the
+    ``frames``: the folder of the episode's frames, relative to its JSON (``eval.save_images``
+    or ``moria replay --frames``; "" when none, layout in ``orchestrator.store.frames``), and
+    ``frame_count`` how many it holds. ``prompts``: the
     exact prompts sent, one dict per model call (``eval.save_prompts``); written to a separate
     file, never into the episode JSON.
     ``protocol``: the prompting protocol the episode was played under, as the player reported
@@ -142,6 +144,8 @@ class EpisodeRecord(_Record):
     retry_errors: list[str] = Field(default_factory=list)
     protocol: dict[str, Any] = Field(default_factory=dict)
     steps: list[StepRecord] = Field(default_factory=list)
+    frames: str = ""
+    frame_count: int = Field(default=0, ge=0)
     prompts: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
 
     @field_validator("started_at", "ended_at")

@@ -33,6 +33,9 @@ MANIFESTS = [FamilyManifest(
                   "meltingpot-scenarios extra; MORIA_MELTINGPOT_ASSETS sets it server-wide)"),
     # ListTasks takes no options: a local env server learns the assets from the variable
     server_env={"assets": "MORIA_MELTINGPOT_ASSETS"},
+    replay_refusal=("Melting Pot's engine does not play an episode the same way twice from "
+                    "its seed and actions, so a replay could neither verify it nor draw its "
+                    "frames"),
     options={"assets": server_path("Melting Pot's assets tarball or extracted folder "
                                    "(scenarios only; a substrate ignores it)",
                                    "meltingpot_assets")},
