@@ -38,7 +38,7 @@ from moria.families import families
 from moria.files import atomic_write_text
 from moria.observations import observation_text
 from moria.quoting import quote
-from orchestrator.core.episode import EpisodePlan, _call, open_env
+from orchestrator.core.episode import EpisodePlan, call_server, open_env
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import RunSpec
 from orchestrator.store.episodes import read_episode
@@ -191,7 +191,7 @@ async def replay_episode(path: Path, env_target: str, *, verify: bool,
                 result.status, result.difference = "differs", diff
                 break
             actions = {s.agent_id: types_pb2.Action(text=s.action) for s in seats}
-            response = await _call(session.step, actions, server="env")
+            response = await call_server(session.step, actions, server="env")
             if response.error.code != 0:
                 result.status = "differs"
                 result.difference = Difference(step, "", "step", "applied",

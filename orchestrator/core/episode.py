@@ -260,7 +260,7 @@ class EpisodeDriver:
             self.end_reason = "agent_error"
             self.error = failed.act.error.message
             return turns
-        response = await _call(self.session.step,
+        response = await call_server(self.session.step,
                                {t.seat.agent_id: t.act.action for t in turns}, server="env")
         if response.error.code != 0:
             raise InfrastructureFault(f"env rejected the step: {response.error.message}")
@@ -418,7 +418,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
 
 async def _save_frame(driver: EpisodeDriver, frames: FrameRecorder) -> None:
     """Render the game as it is now and save it as the frame after ``num_steps`` steps."""
-    image = await _call(driver.session.render, server="env")
+    image = await call_server(driver.session.render, server="env")
     await frames.add(driver.num_steps, image)
 
 
@@ -465,7 +465,7 @@ def _seat_records(spec: RunSpec, seats: list[Seat]) -> dict[str, dict[str, Any]]
     return out
 
 
-async def _call(fn: Any, *args: Any, server: str) -> Any:
+async def call_server(fn: Any, *args: Any, server: str) -> Any:
     """Call a stream method of the ``server`` ("env" or "policy"), mapping a lost server to
     InfrastructureFault and a refused request to EpisodeSetupError."""
     try:
@@ -506,7 +506,7 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
         players=[types_pb2.PlayerSpec(agent_id=agent_id, role=player.role,
                                       options=struct_from_dict(player.env_options()))
                  for agent_id, player in sorted(spec.players.items())])
-    return await _call(session.open, request, server="env")
+    return await call_server(session.open, request, server="env")
 
 
 def env_options(spec: RunSpec, env: str) -> dict[str, Any]:
@@ -570,7 +570,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
         seats.append(Seat(agent_id, stream, start, start.observation,
                            uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
         try:
-            ready = await _call(stream.begin, pol_pb.Begin(
+            ready = await call_server(stream.begin, pol_pb.Begin(
                 episode_id=plan.begin_id,
                 agent_id=agent_id, instruction=start.instruction,
                 action_space=start.action_space, agent=settings[0], client=settings[1],
@@ -616,9 +616,9 @@ async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,
     if seat.last_result is not None:
         observe.last_action_result.CopyFrom(seat.last_result)
     if model_slots is None or not seat.uses_model:
-        return await _call(seat.stream.observe, observe, server="policy")
+        return await call_server(seat.stream.observe, observe, server="policy")
     async with model_slots:
-        return await _call(seat.stream.observe, observe, server="policy")
+        return await call_server(seat.stream.observe, observe, server="policy")
 
 
 async def _finish(session: EnvSession, seats: list[Seat], end_reason: str,
