@@ -31,10 +31,11 @@ other tensors are the board's (``Board.observe``); ``info`` has ``current_player
 
 Metrics: ``moves`` (plies played), ``current_player``, ``Board.metrics()``, ``illegal_moves``
 {agent: n}, ``returns`` {agent: float}, ``progression_agent``, and once the game is over
-``outcome`` {agent: "win" | "draw" | "loss"}, ``winner`` (agent id, "" for a draw), ``end`` (how
-it ended), ``truncated`` (the step limit was reached: scored as a draw with returns 0), and
-``score`` where ``Board.score()`` gives one. ``progression`` is the result for
-``progression_agent``: 1.0 win, 0.5 draw, 0.0 loss, and 0.0 while the game runs.
+``outcome`` {agent: "win" | "draw" | "loss" | "unfinished"}, ``winner`` (agent id, "" for a
+draw or an unfinished game), ``end`` (how it ended), ``truncated`` (the step limit was reached
+before the game ended: every agent's outcome is ``unfinished``, neither a win nor a draw, with
+returns 0), and ``score`` where ``Board.score()`` gives one. ``progression`` is the result for
+``progression_agent``: 1.0 win, 0.5 draw, 0.0 loss or unfinished, and 0.0 while the game runs.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ from env_server.game import (
     SubmittedAction,
 )
 
-OUTCOME_PROGRESS = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+#: The outcome of every agent of a game cut by the step limit before it ended: a draw is a
+#: draw only when the rules say so.
+UNFINISHED = "unfinished"
+OUTCOME_PROGRESS = {"win": 1.0, "draw": 0.5, "loss": 0.0, UNFINISHED: 0.0}
 
 
 class Board(ABC):
@@ -179,7 +183,7 @@ class TurnBasedGame(Game):
     Args:
         board: the game.
         options: the open options (seed, render_image; max_steps already validated).
-        max_steps: the ply limit (the episode is truncated, as a draw, when it is reached).
+        max_steps: the ply limit (the episode is truncated, unfinished, when it is reached).
         progression_agent: the agent whose result ``metrics["progression"]`` reports.
     """
 
@@ -383,9 +387,14 @@ class TurnBasedGame(Game):
         return deltas
 
     def _finish(self, terminated: bool) -> None:
-        """Record outcome, winner and how the game ended."""
-        totals = (self._board.total_rewards() if terminated
-                  else dict.fromkeys(self._agents, 0.0))
+        """Record outcome, winner and how the game ended (or that the step limit stopped it:
+        every outcome ``unfinished``)."""
+        self._score = self._board.score()
+        if not terminated:
+            self._outcome = dict.fromkeys(self._agents, UNFINISHED)
+            self._end = f"step limit of {self._limit} moves reached before the game ended"
+            return
+        totals = self._board.total_rewards()
         best = max(totals.values())
         for agent, value in totals.items():
             if value == best and list(totals.values()).count(best) == 1:
@@ -395,9 +404,7 @@ class TurnBasedGame(Game):
                 self._outcome[agent] = "draw"
             else:
                 self._outcome[agent] = "loss"
-        self._end = (self._board.end_detail() if terminated
-                     else f"step limit of {self._limit} moves reached (scored as a draw)")
-        self._score = self._board.score()
+        self._end = self._board.end_detail()
 
     def _view(self, agent: str) -> AgentView:
         board = self._board
@@ -449,8 +456,9 @@ class TurnBasedGame(Game):
             who, label = self._last_move
             lines.append(f"Last move: {'you' if who == agent else who} played {label}.")
         if self._done:
-            result = self._outcome.get(agent, "draw")
-            words = {"win": "You won.", "draw": "It is a draw.", "loss": "You lost."}[result]
+            result = self._outcome.get(agent, UNFINISHED)
+            words = {"win": "You won.", "draw": "It is a draw.", "loss": "You lost.",
+                     UNFINISHED: "Nobody won: the game did not finish."}[result]
             lines.append(f"The game is over ({self._end}). {words}")
             return "\n".join(lines)
         if not board.turn_line_on_board:

@@ -21,7 +21,9 @@ kept. With no endpoints, one local stack (env and agent server) serves the whole
 
 Results come from the episode files only (``stats.outcome`` per agent id). Games that did not
 end normally (agent or env errors) are listed but count for nobody: they never enter the
-standings, the matrix or the ratings. Whether the tournament succeeded is decided by
+standings, the matrix or the ratings. A game the step cap stopped before it ended is
+``unfinished``: no result, so it counts for nobody either, but it is no failure; each
+player's standing counts its unfinished games apart. Whether the tournament succeeded is decided by
 ``orchestrator.report.outcome`` over every match's episode records (``TournamentResult.verdict``):
 ``moria tournament`` exits 0 when every game was scored, 1 when any failed, naming how many
 and the first distinct errors. The standings give games,
@@ -66,7 +68,13 @@ from orchestrator.plan.spec import (
     describe_errors,
 )
 from orchestrator.report.outcome import MAX_DISTINCT_ERRORS, RunVerdict, verdict
-from orchestrator.report.ratings import OUTCOME_SCORE, Rating, rate_games, wilson_interval
+from orchestrator.report.ratings import (
+    OUTCOME_SCORE,
+    UNFINISHED,
+    Rating,
+    rate_games,
+    wilson_interval,
+)
 from orchestrator.store.episodes import completed_keys, episode_paths, load_episodes
 from orchestrator.suites import mosaic
 
@@ -232,6 +240,7 @@ class Standing:
     wins: int
     draws: int
     losses: int
+    unfinished: int
     win_rate: float | None
     ci95: tuple[float, float] | None
     rating: Rating
@@ -255,14 +264,14 @@ class TournamentResult:
 
     @property
     def unscored(self) -> list[Game]:
-        """Games that did not end normally (they count for nobody)."""
+        """Games without a result (they count for nobody): failed, or unfinished."""
         return [g for g in self.games if not g.scored]
 
     @property
     def succeeded(self) -> bool:
-        """True when every game was scored: the verdict succeeded and every game has a
-        result for both players."""
-        return self.verdict.succeeded and not self.unscored
+        """True when every game was played: the verdict succeeded and every game has a
+        result for both players or was stopped unfinished by the step cap."""
+        return self.verdict.succeeded and all(g.status == UNFINISHED for g in self.unscored)
 
     @property
     def exit_code(self) -> int:
@@ -507,6 +516,8 @@ def _read_game(spec: TournamentSpec, match: Match, index: int, path: Path) -> Ga
         return game(reason or "unknown", seed, steps, str(data.get("error", "")))
     raw = (data.get("stats") or {}).get("outcome") or {}
     outcome = {player: str(raw.get(agent_id)) for agent_id, player in seats.items()}
+    if set(outcome.values()) == {UNFINISHED}:
+        return game(UNFINISHED, seed, steps, "the step cap stopped the game before it ended")
     if any(value not in OUTCOME_SCORE for value in outcome.values()):
         return game("no_outcome", seed, steps,
                     f"stats.outcome {raw!r} has no result for seats {seat_a}, {seat_b}")
@@ -518,7 +529,9 @@ def _standing(name: str, games: list[Game], rating: Rating) -> Standing:
     wins, draws, losses = (results.count(r) for r in ("win", "draw", "loss"))
     played = len(results)
     score = wins + 0.5 * draws
+    unfinished = sum(1 for g in games if g.status == UNFINISHED and name in g.seats.values())
     return Standing(name=name, games=played, wins=wins, draws=draws, losses=losses,
+                    unfinished=unfinished,
                     win_rate=score / played if played else None,
                     ci95=wilson_interval(score, played) if played else None, rating=rating)
 
@@ -554,7 +567,8 @@ def result_document(result: TournamentResult) -> dict[str, Any]:
                          "ordinal": "mu - 3 * sigma",
                          "order": "pairing, then seed index, then seat order"},
         "standings": [{"rank": s.rank, "player": s.name, "games": s.games, "wins": s.wins,
-                       "draws": s.draws, "losses": s.losses, "win_rate": s.win_rate,
+                       "draws": s.draws, "losses": s.losses, "unfinished": s.unfinished,
+                       "win_rate": s.win_rate,
                        "ci95": list(s.ci95) if s.ci95 else None, "mu": s.rating.mu,
                        "sigma": s.rating.sigma, "ordinal": s.rating.ordinal}
                       for s in result.standings],
@@ -586,12 +600,12 @@ def _ci(value: tuple[float, float] | None) -> str:
 
 def _standing_cells(s: Standing) -> list[str]:
     return [str(s.rank), s.name, str(s.games), str(s.wins), str(s.draws), str(s.losses),
-            _rate(s.win_rate), _ci(s.ci95), f"{s.rating.mu:.2f}", f"{s.rating.sigma:.2f}",
-            f"{s.rating.ordinal:.2f}"]
+            str(s.unfinished), _rate(s.win_rate), _ci(s.ci95), f"{s.rating.mu:.2f}",
+            f"{s.rating.sigma:.2f}", f"{s.rating.ordinal:.2f}"]
 
 
-_STANDING_HEADERS = ["#", "player", "games", "W", "D", "L", "win rate", "95% CI", "mu", "sigma",
-                     "ordinal"]
+_STANDING_HEADERS = ["#", "player", "games", "W", "D", "L", "unfinished", "win rate", "95% CI",
+                     "mu", "sigma", "ordinal"]
 
 
 def _matrix_cell(cell: dict[str, Any]) -> str:

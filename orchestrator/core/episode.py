@@ -146,13 +146,14 @@ class Seat:
 class Turn:
     """One seat's move in one env step: the observation it acted on, the policy's Act and,
     once the env applied it, the seat's transition (None when the step never happened because
-    a player failed)."""
+    a player failed) and the feedback on its action its player is shown next turn."""
 
     seat: Seat
     observation: types_pb2.Observation
     act: pol_pb.Act
     step: int
     result: env_pb.AgentStep | None = None
+    feedback: str = ""
 
 
 class EpisodeDriver:
@@ -268,6 +269,7 @@ class EpisodeDriver:
             turn.result = response.agents[turn.seat.agent_id]
             turn.seat.last_result = policy_action_result(
                 turn.result.action_result, self.spec.eval.feedback_on_invalid_action)
+            turn.feedback = turn.seat.last_result.feedback
         for seat in self.seats:
             if seat.agent_id in response.agents:
                 result = response.agents[seat.agent_id]
@@ -431,7 +433,7 @@ def _step_record(turn: Turn) -> StepRecord:
         observation=observation_text(turn.observation),
         raw_completion=act.raw_completion or act.action.text,
         action=result.action_result.applied_action.text,
-        valid=result.action_result.valid, reasoning=act.reasoning,
+        valid=result.action_result.valid, feedback=turn.feedback, reasoning=act.reasoning,
         reward=result.reward, done=result.terminated or result.truncated,
         input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,
         cached_input_tokens=act.usage.cached_input_tokens,

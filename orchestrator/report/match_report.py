@@ -7,9 +7,13 @@ figures. A registry maps each env family to the function that groups its episode
 - ``multigrid`` (Soccer, Collect): one row per team colour with its lineup (agent id and player
   of each member), W/D/L, goals for/against per episode, mean ball-possession share, passes and
   steals (from the env's ``stats["teams"]``, see env_server/families/multigrid/game.py);
-- ``pettingzoo`` (board games): one row per seat with its player, W/D/L, win rate (a draw
-  counts half), illegal moves and mean plies (from ``stats["outcome"]``,
+- ``pettingzoo`` (board games): one row per seat with its player, W/D/L, unfinished games,
+  win rate (a draw counts half), illegal moves and mean plies (from ``stats["outcome"]``,
   ``stats["illegal_moves"]``, ``stats["moves"]``).
+
+A game the step cap stopped before it ended is ``unfinished``: neither a win, a draw nor a
+loss. It is counted apart (``unfinished``) and left out of the win rate, which is over the
+games that ended.
 
 Only finished episodes (``EpisodeRecord.scored``) count. A seat's player is
 ``EpisodeRecord.players[agent_id]["player"]`` (the policy's own strategy and model names);
@@ -25,6 +29,7 @@ from typing import Any
 from rich.table import Table
 
 from moria.families import families
+from orchestrator.report.ratings import UNFINISHED
 from orchestrator.store.records import EpisodeRecord
 
 #: One row of a match table (JSON-able; ``side`` and ``lineup`` identify it).
@@ -38,10 +43,11 @@ def _player(record: EpisodeRecord, agent_id: str) -> str:
 def _outcome_counts(outcomes: Iterable[str]) -> dict[str, int]:
     values = list(outcomes)
     return {"wins": values.count("win"), "draws": values.count("draw"),
-            "losses": values.count("loss")}
+            "losses": values.count("loss"), "unfinished": values.count(UNFINISHED)}
 
 
 def _win_rate(counts: dict[str, int]) -> float | None:
+    """Wins plus half the draws, over the games that ended (None when none did)."""
     games = counts["wins"] + counts["draws"] + counts["losses"]
     return (counts["wins"] + 0.5 * counts["draws"]) / games if games else None
 
@@ -77,8 +83,8 @@ def multigrid_rows(episodes: list[EpisodeRecord]) -> list[Row]:
 
 def pettingzoo_rows(episodes: list[EpisodeRecord]) -> list[Row]:
     """Seat rows of board-game episodes: per (task, agent id, player), ``episodes``,
-    ``wins``/``draws``/``losses``, ``win_rate`` (draws count half), ``illegal_moves`` (total)
-    and ``mean_moves`` (plies per game)."""
+    ``wins``/``draws``/``losses``/``unfinished``, ``win_rate`` (draws count half; over the
+    games that ended), ``illegal_moves`` (total) and ``mean_moves`` (plies per game)."""
     groups: dict[tuple[str, str, str], list[tuple[str, int, float]]] = {}
     for record in episodes:
         outcome = record.stats.get("outcome") or {}
@@ -144,7 +150,7 @@ def render_match_tables(matches: dict[str, list[Row]]) -> list[Table]:
         kind = _kind(env)
         side = "Team" if kind == "team" else "Seat"
         table = Table(title=f"{env}: results per {side.lower()}")
-        for header in ("Task", side, "Players", "Episodes", "W/D/L", "Win rate"):
+        for header in ("Task", side, "Players", "Episodes", "W/D/L", "Unfinished", "Win rate"):
             table.add_column(header, overflow="fold")
         extra = _EXTRA_COLUMNS.get(kind, [])
         for _, header, _ in extra:
@@ -153,7 +159,7 @@ def render_match_tables(matches: dict[str, list[Row]]) -> list[Table]:
             table.add_row(
                 row["task"], row["side"], row["lineup"], str(row["episodes"]),
                 f"{row['wins']}/{row['draws']}/{row['losses']}",
-                _cell(row["win_rate"], "{:.0%}"),
+                str(row.get("unfinished", 0)), _cell(row["win_rate"], "{:.0%}"),
                 *(_cell(row.get(key), fmt) for key, _, fmt in extra))
         tables.append(table)
     return tables

@@ -55,9 +55,12 @@ log = logging.getLogger(__name__)
 
 RUN_COLOUR = "#1f4e79"
 REFERENCE_COLOURS = ["#c9c9c9", "#b0b0b0", "#969696", "#7d7d7d", "#646464"]
-#: Colours of wins, draws and losses in the multi-agent panels.
+#: Colours of wins, draws, losses and unfinished games (the step cap stopped them: no
+#: result) in the multi-agent panels.
 OUTCOME_COLOURS: Final[dict[str, str]] = {"wins": "#2e7d32", "draws": "#9e9e9e",
-                                          "losses": "#c62828"}
+                                          "losses": "#c62828", "unfinished": "#ffffff"}
+#: The letters of ``OUTCOME_COLOURS``'s outcomes in a bar's label.
+_OUTCOME_LETTERS: Final[dict[str, str]] = {"wins": "W", "draws": "D", "losses": "L"}
 #: Title of a plot whose run was not made under BALROG's protocol (``name`` is the protocol).
 NOT_COMPARABLE = "{name} — not comparable with the BALROG leaderboard"
 #: At most this many single-agent tasks get the per-task panel of ``progress.png``.
@@ -167,8 +170,12 @@ def _agent_types(agent: Any) -> list[str]:
 
 
 def players_text(summary: Mapping[str, Any]) -> str:
-    """Who played, from a summary: ``"model: local/m (naive agent)"``, several models joined by
+    """Who played, from a summary: the seats' players of multi-agent games (``"players: rl,
+    random, scripted"``), else ``"model: local/m (naive agent)"``, several models joined by
     ", ", or ``"player: dummy (no model)"`` when no model was called."""
+    seats = [str(p) for p in (summary.get("seat_players") or [])]
+    if seats:
+        return f"player{'s' if len(seats) > 1 else ''}: {', '.join(seats)}"
     models = [str(m) for m in (summary.get("models") or {})]
     types = _agent_types(summary.get("agent"))
     agents = ", ".join(types)
@@ -367,7 +374,7 @@ def env_figure(summary: Mapping[str, Any], env: str) -> Figure:
     fig = _new_figure(figsize=(12, _bars_height(count) + 1.2), layout="constrained")
     protocol = protocol_title(summary.get("protocol"))
     env_summary = {**summary, **{k: figures.get(k) for k in ("episodes_played", "episodes_total",
-                                                             "models")}}
+                                                             "models", "seat_players")}}
     fig.suptitle(f"{env}: wins, draws and losses" if rows else
                  f"{env}: progression % per task (the env: {bar_note(figures, one_line=True)})",
                  fontsize=12)
@@ -449,10 +456,12 @@ def _draw_tasks(ax: Axes, tasks: list[tuple[str, str, Mapping[str, Any]]], *,
 
 
 def match_note(row: Mapping[str, Any]) -> str:
-    """The label of one team's or seat's bar: ``"W/D/L 2/0/2 · win rate 50% · n=4"``, then the
-    game's figures when the row has them (goals for and against per episode, illegal
-    moves)."""
-    parts = ["W/D/L " + "/".join(str(int(row.get(k) or 0)) for k in OUTCOME_COLOURS)]
+    """The label of one team's or seat's bar: ``"W/D/L 2/0/2 · win rate 50% · n=4"`` (with
+    ``· 1 unfinished`` when the step cap stopped games), then the game's figures when the row
+    has them (goals for and against per episode, illegal moves)."""
+    parts = ["W/D/L " + "/".join(str(int(row.get(k) or 0)) for k in _OUTCOME_LETTERS)]
+    if row.get("unfinished"):
+        parts.append(f"{int(row['unfinished'])} unfinished")
     if row.get("win_rate") is not None:
         parts.append(f"win rate {float(row['win_rate']):.0%}")
     parts.append(f"n={int(row.get('episodes') or 0)}")
@@ -480,7 +489,8 @@ def _draw_matches(ax: Axes, env: str, rows: list[Mapping[str, Any]]) -> None:
         for outcome, colour in OUTCOME_COLOURS.items():
             count = int(row.get(outcome) or 0)
             if count:
-                ax.barh(position, count, left=left, height=0.6, color=colour)
+                ax.barh(position, count, left=left, height=0.6, color=colour,
+                        edgecolor="#616161", hatch="//" if outcome == "unfinished" else None)
             left += count
         ax.text(left + most * 0.02, position, match_note(row), va="center", fontsize=8)
     ax.set_yticks(positions, names, fontsize=8)
@@ -491,7 +501,9 @@ def _draw_matches(ax: Axes, env: str, rows: list[Mapping[str, Any]]) -> None:
     team = any("goals_for" in row for row in rows)
     ax.set_title(f"{env}: wins, draws and losses per {'team' if team else 'seat'} "
                  "(progression not drawn: it is one seat's view)")
-    ax.legend([Patch(color=colour) for colour in OUTCOME_COLOURS.values()],
+    ax.legend([Patch(facecolor=colour, edgecolor="#616161",
+                     hatch="//" if outcome == "unfinished" else None)
+               for outcome, colour in OUTCOME_COLOURS.items()],
               list(OUTCOME_COLOURS), fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
 

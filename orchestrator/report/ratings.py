@@ -23,6 +23,9 @@ Z_95: Final[float] = 1.959963984540054
 
 #: The game score of each outcome, for the player it belongs to.
 OUTCOME_SCORE: Final[dict[str, float]] = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+#: The outcome a two-player game's env gives every seat when the step cap stopped the game
+#: before it ended (``env_server.turn_based.UNFINISHED``): no result, so no score.
+UNFINISHED: Final = "unfinished"
 
 #: How many sigmas the conservative ordinal subtracts from mu.
 ORDINAL_Z: Final[float] = 3.0

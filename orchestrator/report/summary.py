@@ -105,6 +105,14 @@ def invalid_action_counts(episodes: Iterable[EpisodeRecord]) -> dict[str, Any]:
             "invalid_action_rate": invalid / actions if actions else None}
 
 
+def seat_players(episodes: Iterable[EpisodeRecord]) -> list[str]:
+    """Who played the seats of the multi-agent episodes among ``episodes``, each once, sorted
+    (``EpisodeRecord.players[agent_id]["player"]``: ``"rl"``, ``"naive local/qwen"``); empty
+    for single-agent episodes."""
+    return sorted({str(seat["player"]) for episode in episodes
+                   for seat in episode.players.values() if seat.get("player")})
+
+
 def _group_figures(episodes: list[EpisodeRecord], prices: PriceTable) -> dict[str, Any]:
     scored = [e for e in episodes if e.scored]
     pct, se = progression_stats(e.progression for e in scored)
@@ -123,6 +131,7 @@ def _group_figures(episodes: list[EpisodeRecord], prices: PriceTable) -> dict[st
         **model_call_counts(episodes),
         "cost_usd": costs["cost_usd"],
         "models": costs["models"],
+        "seat_players": seat_players(episodes),
     }
 
 
@@ -275,6 +284,7 @@ def compute_summary(
         "unpriced_models": costs["unpriced_models"],
         "prices": prices.describe(),
         "agent": _distinct_configs(e.agent_config for e in chosen),
+        "seat_players": seat_players(chosen),
         "client": _distinct_configs(e.client_config for e in chosen),
         "task_dir_layout": "flat: '/' in task names replaced by '__'",
         "scored_end_reasons": sorted(SCORED_END_REASONS),

@@ -40,7 +40,9 @@ from orchestrator.store.telemetry import dumps, scrub
 logger = logging.getLogger(__name__)
 
 
-#: CSV trajectory columns: BALROG's six, then ours.
+#: CSV trajectory columns: BALROG's six, then ours: the model's whole answer, whether the env
+#: took it, the feedback its player was shown (``StepRecord.feedback``), and the episode's
+#: goal where the env states one apart from the instruction (BabyAI's ``mission``; "" else).
 CSV_COLUMNS: Final[tuple[str, ...]] = (
     "Step",
     "Action",
@@ -50,7 +52,11 @@ CSV_COLUMNS: Final[tuple[str, ...]] = (
     "Done",
     "RawCompletion",
     "Valid",
+    "Feedback",
+    "Goal",
 )
+#: The ``stats`` key of an episode's goal, for the envs that state one (BabyAI).
+GOAL_STAT: Final = "mission"
 
 
 _FORMAT_VERSION: Final[int] = 1
@@ -144,6 +150,7 @@ def trajectory_csv(record: EpisodeRecord) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
+    goal = str(record.stats.get(GOAL_STAT) or "")
     for s in record.steps:
         writer.writerow(
             [
@@ -155,6 +162,8 @@ def trajectory_csv(record: EpisodeRecord) -> str:
                 s.done,
                 s.raw_completion,
                 s.valid,
+                s.feedback,
+                goal,
             ]
         )
     return buffer.getvalue()

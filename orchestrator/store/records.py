@@ -51,7 +51,10 @@ class StepRecord(_Record):
     ``observation`` is the long-term text the agent saw before acting, followed by the short-term
     context if any. ``raw_completion`` is the model's full output; ``action`` the action the env
     actually applied (the env's default action when the output held no valid one, in which case
-    ``valid`` is False). ``reward``/``done`` are the env's answer to this step. Token counts are
+    ``valid`` is False). ``feedback`` is the env's word on the action as the player is shown it
+    at its next turn (why an answer was invalid; "" when there is none, or when
+    ``eval.feedback_on_invalid_action`` is off). ``reward``/``done`` are the env's answer to
+    this step. Token counts are
     this turn's usage; ``latency_s`` is the policy's answer time in seconds. ``model`` is the
     player that answered (``"<client_name>/<model_id>"``, or the strategy name for non-LLM
     players); ``stop_reason`` the normalised stop reason of its model call (``stop``,
@@ -65,6 +68,7 @@ class StepRecord(_Record):
     raw_completion: str = ""
     action: str = ""
     valid: bool = True
+    feedback: str = ""
     reasoning: str = ""
     reward: float = 0.0
     done: bool = False

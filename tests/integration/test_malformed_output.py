@@ -30,4 +30,6 @@ async def test_malformed_output_gives_default_action_and_feedback(
     assert record.failed_candidates == ["I like turtles"] * 2
     feedback = provider.last_text(requests[1])
     assert "go forward" in feedback and "valid" in feedback.lower()
+    # the trajectory keeps what the model was shown
+    assert record.steps[0].feedback and record.steps[0].feedback in feedback
     assert "turtles" not in provider.last_text(requests[0])

@@ -64,6 +64,26 @@ def test_seat_rows_count_wins_draws_illegal_moves_and_print() -> None:
     assert "2/1/0" in text and "scripted" in text and "83%" in text
 
 
+def test_a_game_the_step_cap_stopped_is_unfinished_not_a_draw() -> None:
+    def game(index: int, first: str) -> EpisodeRecord:
+        second = {"win": "loss", "unfinished": "unfinished"}[first]
+        return EpisodeRecord(
+            run_id="r", env="pettingzoo", task="connect_four_v3", episode_index=index,
+            seed=index, end_reason="truncated" if first == "unfinished" else "terminated",
+            stats={"outcome": {"player_0": first, "player_1": second}, "moves": 6},
+            players={"player_0": {"player": "rl"}, "player_1": {"player": "random"}})
+
+    rows = match_summary([game(0, "win"), game(1, "unfinished"), game(2, "unfinished")])
+    first, second = rows["pettingzoo"]
+    assert (first["wins"], first["draws"], first["losses"], first["unfinished"]) == (1, 0, 0, 2)
+    assert first["win_rate"] == 1.0 and second["win_rate"] == 0.0  # over the one that ended
+    console = Console(record=True, width=200)
+    for table in render_match_tables(rows):
+        console.print(table)
+    text = console.export_text()
+    assert "Unfinished" in text and "1/0/0" in text and "50%" not in text
+
+
 def test_single_agent_episodes_make_no_match_table() -> None:
     record = EpisodeRecord(run_id="r", env="babyai", task="goto", episode_index=0, seed=0)
     assert match_summary([record]) == {}

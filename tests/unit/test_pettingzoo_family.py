@@ -237,14 +237,18 @@ def _play_from(game: Any, mover: str, actions: list[str]) -> StepResult:
     return result
 
 
-def test_connect_four_truncation_is_a_draw() -> None:
+def test_connect_four_cut_by_the_step_cap_is_unfinished_not_a_draw() -> None:
     game = _open("connect_four_v3", max_steps=4)
     game.reset()
     result = _play(game, ["column 1", "column 2", "column 1", "column 2"])
     assert result.done and all(t.truncated and not t.terminated
                                for t in result.transitions.values())
-    assert result.metrics["outcome"] == {"player_0": "draw", "player_1": "draw"}
-    assert result.metrics["progression"] == 0.5 and result.metrics["truncated"] is True
+    assert result.metrics["outcome"] == {"player_0": "unfinished", "player_1": "unfinished"}
+    assert result.metrics["winner"] == ""
+    assert result.metrics["end"] == "step limit of 4 moves reached before the game ended"
+    assert result.metrics["progression"] == 0.0 and result.metrics["truncated"] is True
+    last = result.transitions["player_0"].view.short_term_context
+    assert last.endswith("Nobody won: the game did not finish."), last
     assert result.metrics["returns"] == {"player_0": 0.0, "player_1": 0.0}
 
 

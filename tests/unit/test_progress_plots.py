@@ -183,11 +183,32 @@ def test_multi_agent_games_show_wins_draws_losses_per_side(figures: list[Figure]
     assert "per seat" in ax_board.get_title()
     legend = ax_soccer.get_legend()
     assert legend is not None
-    assert [t.get_text() for t in legend.get_texts()] == ["wins", "draws", "losses"]
+    assert [t.get_text() for t in legend.get_texts()] == ["wins", "draws", "losses",
+                                                          "unfinished"]
     soccer_fig = env_figure(summary, "multigrid")
     figures.append(soccer_fig)
     assert len(soccer_fig.axes) == 1 and "W/D/L 2/1/0" in texts(soccer_fig)[0] + texts(
         soccer_fig)[1]
+
+
+def test_mixed_seats_are_named_and_unfinished_games_drawn_apart(figures: list[Figure]) -> None:
+    seats = {"agent_0": {"player": "rl"}, "agent_1": {"player": "scripted"},
+             "agent_2": {"player": "random"}, "agent_3": {"player": "random"}}
+    soccer = [record("multigrid", "MosaicMultiGrid-S-2v2-IndAgObs-v1", 0, 0.5, players=seats,
+                     stats={"teams": teams("win", "loss", (1, 0))})]
+    pair = {"player_0": {"player": "rl"}, "player_1": {"player": "random"}}
+    board = [record("pettingzoo", "connect_four_v3", i, 0.0, players=pair,
+                    stats={"outcome": {"player_0": "unfinished", "player_1": "unfinished"}})
+             for i in range(2)]
+    summary = compute_summary(soccer + board)
+    fig = env_figure(summary, "multigrid")
+    figures.append(fig)
+    subtitle = fig.axes[0].get_title()
+    assert subtitle.endswith("players: random, rl, scripted"), subtitle
+    assert "no model" not in subtitle and "naive" not in subtitle
+    board_fig = env_figure(summary, "pettingzoo")
+    figures.append(board_fig)
+    assert texts(board_fig) == ["W/D/L 0/0/0 · 2 unfinished · n=2"] * 2
 
 
 def test_plot_progress_writes_the_summary_and_each_env_figure(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ def make_episode(
             raw_completion="go forward" if i % 2 == 0 else "dance",
             action="go forward",
             valid=i % 2 == 0,
+            feedback="" if i % 2 == 0 else "'dance' is not an action; turned left instead",
             reasoning=f"reason {i}",
             reward=1.0 if i == num_steps - 1 else 0.0,
             done=i == num_steps - 1,
@@ -151,7 +152,9 @@ def test_episode_json_has_balrog_and_extra_keys(tmp_path: Path) -> None:
 
 
 def test_episode_csv_columns_and_rows(tmp_path: Path) -> None:
-    _, csv_path = write_episode(tmp_path, make_episode(num_steps=3))
+    record = make_episode(num_steps=3)
+    record.stats["mission"] = "go to the red ball"
+    _, csv_path = write_episode(tmp_path, record)
     with csv_path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     assert tuple(rows[0]) == CSV_COLUMNS
@@ -164,6 +167,8 @@ def test_episode_csv_columns_and_rows(tmp_path: Path) -> None:
         "Done",
         "RawCompletion",
         "Valid",
+        "Feedback",
+        "Goal",
     ]
     assert len(rows) == 4
     assert rows[1] == [
@@ -175,8 +180,11 @@ def test_episode_csv_columns_and_rows(tmp_path: Path) -> None:
         "False",
         "go forward",
         "True",
+        "",
+        "go to the red ball",
     ]
     assert rows[2][6] == "dance" and rows[2][7] == "False"
+    assert rows[2][8] == "'dance' is not an action; turned left instead"
     assert rows[3][5] == "True"
 
 

@@ -3,7 +3,7 @@
 Rules: a task fixes some heaps of objects (``nim_3-4-5``: heaps of 3, 4 and 5). ``player_0``
 and ``player_1`` move in turn, ``player_0`` first. A move removes 1 or more objects from one
 non-empty heap (up to the whole heap). Whoever takes the last object wins (normal play); there
-are no draws, except when ``GameOptions.max_steps`` cuts the game short (scored as a draw).
+are no draws; a game ``GameOptions.max_steps`` cuts short is unfinished (nobody wins).
 
 Moves are named ``take C from heap H`` (heaps numbered from 1). Nim is deterministic: the seed
 only seeds the random legal move played in place of an illegal answer.

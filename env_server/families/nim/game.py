@@ -30,10 +30,11 @@ sizes; ``info`` has ``current_player``, ``move_number`` and ``heaps``; the image
 
 Metrics: ``moves`` (plies played), ``current_player``, ``heaps``, ``illegal_moves`` {agent: n},
 ``returns`` {agent: float}, ``progression_agent``, and once the game is over ``outcome``
-{agent: "win" | "draw" | "loss"}, ``winner`` (agent id, "" for a draw), ``end`` (how it ended)
-and ``truncated`` (the step limit was reached: a draw with returns 0). ``progression`` is the
-result for ``progression_agent`` (default ``player_0``): 1.0 win, 0.5 draw, 0.0 loss, and 0.0
-while the game runs.
+{agent: "win" | "loss" | "unfinished"}, ``winner`` (agent id, "" for an unfinished game),
+``end`` (how it ended) and ``truncated`` (the step limit was reached before the game ended:
+every outcome ``unfinished``, returns 0). ``progression`` is the result for
+``progression_agent`` (default ``player_0``): 1.0 win, 0.0 loss or unfinished, and 0.0 while
+the game runs.
 """
 
 from __future__ import annotations

@@ -30,11 +30,12 @@ are the env's own mask for the agent (all zero when it is not its turn or the ga
 
 Metrics: ``moves`` (plies played), ``current_player``, ``illegal_moves`` {agent: n},
 ``returns`` {agent: float}, ``progression_agent``, and once the game is over ``outcome``
-{agent: "win" | "draw" | "loss"}, ``winner`` (agent id, "" for a draw), ``end`` (how it
-ended), ``truncated`` (the step limit was reached: scored as a draw with returns 0), and for Go
-``score`` (Black's area score minus White's, komi included). ``progression`` is the result for
-``progression_agent`` (default: the first seat): 1.0 win, 0.5 draw, 0.0 loss, and 0.0 while
-the game runs.
+{agent: "win" | "draw" | "loss" | "unfinished"}, ``winner`` (agent id, "" for a draw or an
+unfinished game), ``end`` (how it ended), ``truncated`` (the step limit was reached before the
+game ended: every outcome ``unfinished``, returns 0), and for Go ``score`` (Black's area score
+minus White's, komi included). ``progression`` is the result for ``progression_agent``
+(default: the first seat): 1.0 win, 0.5 draw, 0.0 loss or unfinished, and 0.0 while the game
+runs.
 """
 
 from __future__ import annotations
