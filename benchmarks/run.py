@@ -188,7 +188,7 @@ def eval_command(out: Path | str, *overrides: str) -> list[str]:
 def read_episodes(out: Path | str) -> list[Any]:
     """The episode records a benchmark's run wrote under ``out``, read by the project's own
     reader. Raises RuntimeError when a file is unreadable or there is none."""
-    from orchestrator.store.episodes import scan_episodes
+    from moria.results import scan_episodes
 
     episodes, warnings = scan_episodes(Path(out))
     if warnings or not episodes:

@@ -59,11 +59,11 @@ if str(REPO) not in sys.path:  # the project's own client code, also when run fr
 
 from moria.codecs import dict_from_struct  # noqa: E402
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb  # noqa: E402
+from moria.records import SCORED_END_REASONS  # noqa: E402
 from orchestrator.apps.remote import OrchestratorClient  # noqa: E402
 from orchestrator.apps.service import ALLOWED_ENDPOINTS_ENV  # noqa: E402
 from orchestrator.plan.overrides import apply_overrides  # noqa: E402
 from orchestrator.plan.spec import validate_spec  # noqa: E402
-from orchestrator.store.records import SCORED_END_REASONS  # noqa: E402
 
 OVERLAY = REPO / "deploy" / "k8s" / "overlays" / "local"
 #: The podman network every pod joins; its name also prefixes the temporary folder.

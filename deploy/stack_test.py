@@ -55,9 +55,9 @@ from typing import Any
 import yaml
 
 from moria.codecs import dict_from_struct
+from moria.records import EpisodeRecord
+from moria.results import scan_episodes
 from orchestrator.apps.remote import OrchestratorClient
-from orchestrator.store.episodes import scan_episodes
-from orchestrator.store.records import EpisodeRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "deploy" / "compose.yaml"

@@ -45,11 +45,11 @@ from moria.clients import (
 )
 from moria.config import API_KEY_ENV, CLIENT_ALIASES, NON_MODEL_AGENT_TYPES
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.records import EpisodeRecord
 from orchestrator.core.episode import EpisodeSetupError, InfrastructureFault, PlayerSetupError
 from orchestrator.core.stack import LocalStack, StackError
 from orchestrator.plan.spec import TasksConfig
 from orchestrator.report.outcome import RunVerdict
-from orchestrator.store.records import EpisodeRecord
 from worker.config import WorkerConfigError, WorkerSettings, load_settings
 from worker.human import HumanPlayer, QueueConsole
 from worker.protocol import JsonLineWriter, Protocol, serve, stdin_lines

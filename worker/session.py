@@ -6,7 +6,7 @@ players. A ``step`` plays the worker's turn, then the opponents' turns until it 
 turn again (or the episode ends), so each ``step`` command is exactly one move of the worker's
 player. Every agent turn is written to the steps telemetry; the episode record counts the
 worker's player (reward, model calls, tokens). Every finished episode is also kept as an
-``orchestrator.store.records.EpisodeRecord`` (``GameSession.records``), from which
+``moria.records.EpisodeRecord`` (``GameSession.records``), from which
 ``GameSession.verdict`` decides the run's outcome (``orchestrator.report.outcome``).
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 from moria.clients import EnvClient
 from moria.common.v1 import types_pb2
 from moria.env.v1 import env_service_pb2 as env_pb
+from moria.records import EpisodeRecord
 from orchestrator.core.episode import (
     EpisodeDriver,
     EpisodePlan,
@@ -35,7 +36,6 @@ from orchestrator.core.episode import (
 )
 from orchestrator.plan.spec import EnvsConfig, EvalConfig, PlayerConfig, RunSpec
 from orchestrator.report.outcome import RunVerdict, verdict
-from orchestrator.store.records import EpisodeRecord
 from worker.config import WorkerSettings
 from worker.human import QueueConsole
 from worker.telemetry import WorkerTelemetry, episode_id

@@ -37,10 +37,10 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from moria.env.v1 import env_service_pb2 as env_pb
+    from moria.records import StepRecord
     from orchestrator.core.episode import EpisodePlan
     from orchestrator.plan.spec import RunSpec
     from orchestrator.store.demos import DemoRecord, DemoStepRecord
-    from orchestrator.store.records import StepRecord
 
 #: Default demos wanted per task.
 DEFAULT_EPISODES = 3

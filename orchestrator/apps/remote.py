@@ -34,6 +34,7 @@ from moria import aio
 from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
+from moria.records import SCORED_END_REASONS
 from moria.security import (
     SecurityConfigError,
     TlsConfig,
@@ -43,7 +44,6 @@ from moria.security import (
 )
 from orchestrator.apps.say import error_line, literal
 from orchestrator.report.progress import PlainLines, episode_name, episodes_text, progress_bar
-from orchestrator.store.records import SCORED_END_REASONS
 from orchestrator.store.run_events import to_struct
 
 log = logging.getLogger("moria.remote")

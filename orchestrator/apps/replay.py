@@ -38,12 +38,12 @@ from moria.families import families
 from moria.files import atomic_write_text
 from moria.observations import observation_text
 from moria.quoting import quote
+from moria.records import SCORED_END_REASONS, EpisodeRecord, StepRecord
+from moria.results import read_episode
 from orchestrator.core.episode import EpisodePlan, call_server, open_env
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import RunSpec
-from orchestrator.store.episodes import read_episode
 from orchestrator.store.frames import FrameRecorder, frames_dir
-from orchestrator.store.records import SCORED_END_REASONS, EpisodeRecord, StepRecord
 from orchestrator.store.telemetry import dumps
 
 Status = Literal["verified", "differs", "replayed", "not_replayable"]

@@ -75,13 +75,13 @@ from moria.files import atomic_write_text
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
 from moria.orchestrator.v1 import orchestrator_service_pb2_grpc as pb_grpc
 from moria.quoting import quote, quote_names
+from moria.records import SCORED_END_REASONS
 from moria.server import Drain, RequestLimit, abort_call, bounded_message, method_path
 from orchestrator.core.events import EventSink, RunEvent
 from orchestrator.core.runner import PreflightError, run_evaluation
 from orchestrator.core.stack import StackError
 from orchestrator.plan.spec import RunSpec, SpecError, map_server_files, validate_spec
 from orchestrator.store.episodes import completed_keys
-from orchestrator.store.records import SCORED_END_REASONS
 from orchestrator.store.run_events import (
     EventLog,
     comparable_spec,

@@ -45,6 +45,7 @@ from moria.observations import observation_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy_config import agent_settings, client_settings
 from moria.prompting import protocol_dict
+from moria.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.plan.spec import RunSpec
 from orchestrator.report.accounting import add_usage
 from orchestrator.store.demos import (
@@ -53,7 +54,6 @@ from orchestrator.store.demos import (
 )
 from orchestrator.store.frames import FrameRecorder
 from orchestrator.store.protocol_record import saved_check
-from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.suites.balrog import BALROG_TEXT_ENVS
 
 _END_REASONS: dict[Any, EndReason] = {

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
-from orchestrator.store.records import EpisodeRecord, StepRecord
+from moria.records import EpisodeRecord, StepRecord
 
 EventKind: TypeAlias = Literal["run_started", "episode_started", "step", "episode_retried",
                                "episode_finished", "run_finished"]

@@ -40,6 +40,7 @@ from moria.families import server_environment
 from moria.files import atomic_write_text, remove_stale_temp_files
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.quoting import quote_names
+from moria.records import EndReason, EpisodeRecord, StepRecord
 from moria.strategies import strategy_facts
 from orchestrator.core.episode import (
     EpisodePlan,
@@ -63,7 +64,6 @@ from orchestrator.report.summary import summarize
 from orchestrator.store.demos import MissingDemonstrationsError, check_demonstrations
 from orchestrator.store.episodes import completed_keys, episode_paths
 from orchestrator.store.frames import FrameRecorder, frames_dir
-from orchestrator.store.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.store.telemetry import TelemetryWriter, dumps
 
 log = logging.getLogger("moria.run")

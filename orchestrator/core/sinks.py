@@ -21,10 +21,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import TaskID
 
+from moria.records import EpisodeRecord
 from orchestrator.core.events import RunEvent
 from orchestrator.report.progress import PlainLines, StepTally, episode_name, progress_bar
 from orchestrator.store.episodes import write_episode
-from orchestrator.store.records import EpisodeRecord
 from orchestrator.store.telemetry import TelemetryWriter
 
 

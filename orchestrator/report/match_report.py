@@ -29,8 +29,8 @@ from typing import Any
 from rich.table import Table
 
 from moria.families import families
+from moria.records import EpisodeRecord
 from orchestrator.report.ratings import UNFINISHED
-from orchestrator.store.records import EpisodeRecord
 
 #: One row of a match table (JSON-able; ``side`` and ``lineup`` identify it).
 Row = dict[str, Any]

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from orchestrator.store.records import EpisodeRecord
+from moria.records import EpisodeRecord
 
 #: How many distinct error messages a verdict keeps (the first ones, in episode order).
 MAX_DISTINCT_ERRORS: Final[int] = 5

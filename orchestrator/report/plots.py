@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from moria.files import atomic_path
+from moria.records import DEFAULT_PROTOCOL
 from orchestrator.report.tables import commit_label
 from orchestrator.store.episodes import safe_name
-from orchestrator.store.records import DEFAULT_PROTOCOL
 from orchestrator.suites.balrog import PUBLISHED
 
 if TYPE_CHECKING:

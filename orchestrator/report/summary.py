@@ -25,6 +25,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from moria.files import atomic_write_text
+from moria.records import (
+    DEFAULT_PROTOCOL,
+    END_REASONS,
+    SCORED_END_REASONS,
+    EpisodeRecord,
+)
 from orchestrator.report.accounting import PriceTable, load_prices, merge_usage, priced
 from orchestrator.report.match_report import match_summary
 from orchestrator.report.outcome import verdict
@@ -32,12 +38,6 @@ from orchestrator.store.episodes import (
     load_episodes,
     planned_from_run_file,
     safe_name,
-)
-from orchestrator.store.records import (
-    DEFAULT_PROTOCOL,
-    END_REASONS,
-    SCORED_END_REASONS,
-    EpisodeRecord,
 )
 from orchestrator.store.telemetry import dumps, scrub
 

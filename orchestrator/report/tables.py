@@ -13,6 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from moria.records import (
+    DEFAULT_PROTOCOL,
+)
 from orchestrator.report.accounting import PriceTable
 from orchestrator.report.match_report import match_summary, render_match_tables
 from orchestrator.report.summary import (
@@ -21,9 +24,6 @@ from orchestrator.report.summary import (
 )
 from orchestrator.store.episodes import (
     load_episodes,
-)
-from orchestrator.store.records import (
-    DEFAULT_PROTOCOL,
 )
 
 logger = logging.getLogger(__name__)

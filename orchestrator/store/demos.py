@@ -32,9 +32,9 @@ from moria.cache import cache_path, file_lock
 from moria.families import oracle_sources, seed_cycles
 from moria.files import atomic_write_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from moria.records import StepRecord
 from orchestrator.plan.seeds import derive_seed
 from orchestrator.plan.spec import RunSpec
-from orchestrator.store.records import StepRecord
 
 #: The ``format`` tag of every demo line.
 DEMO_FORMAT = "moria-demo/1"

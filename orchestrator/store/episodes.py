@@ -24,17 +24,16 @@ import csv
 import io
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from moria.files import atomic_write_text
-from orchestrator.plan.spec import RunSpec
-from orchestrator.store.records import (
+from moria.records import (
     EpisodeRecord,
 )
+from moria.results import scan_episodes
+from orchestrator.plan.spec import RunSpec
 from orchestrator.store.telemetry import dumps, scrub
 
 logger = logging.getLogger(__name__)
@@ -189,44 +188,6 @@ def write_episode(out_dir: str | Path, record: EpisodeRecord) -> tuple[Path, Pat
 
 
 # -- reading / resume --------------------------------------------------------------------------
-def _record_from_document(doc: Mapping[str, Any]) -> EpisodeRecord:
-    fields = {k: doc[k] for k in EpisodeRecord.model_fields if k in doc}
-    fields.setdefault("agent_config", doc.get("agent") or {})
-    fields.setdefault("client_config", doc.get("client") or {})
-    return EpisodeRecord.model_validate(fields)
-
-
-def read_episode(path: str | Path) -> EpisodeRecord:
-    """The episode of one JSON file. Raises OSError when it cannot be read and ValueError
-    (a JSON or validation error, or a top level that is no object) when it is no episode."""
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(doc, dict):
-        raise ValueError("the top level is not a JSON object")
-    return _record_from_document(doc)
-
-
-def scan_episodes(out_dir: str | Path) -> tuple[list[EpisodeRecord], list[str]]:
-    """Parse every ``<out>/*/*/*_run_*.json``; return ``(episodes, warnings)``.
-
-    Episodes are sorted by ``(env, task, episode_index)``. Unreadable, partial or invalid files
-    yield one warning string each and are otherwise ignored; never raises for bad files. A
-    missing ``out_dir`` gives ``([], [])``.
-    """
-    root = Path(out_dir)
-    episodes: list[EpisodeRecord] = []
-    warnings: list[str] = []
-    if not root.is_dir():
-        return episodes, warnings
-    for path in sorted(root.glob("*/*/*_run_*.json")):
-        try:
-            episodes.append(read_episode(path))
-        except (OSError, TypeError, ValueError, ValidationError) as exc:  # incl. JSONDecodeError
-            summary = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            warnings.append(f"ignoring unreadable episode file {path}: {summary}")
-    episodes.sort(key=lambda e: e.key)
-    return episodes, warnings
-
-
 def load_episodes(out_dir: str | Path) -> list[EpisodeRecord]:
     """All readable episodes under ``out_dir`` (see ``scan_episodes``); bad files are logged."""
     episodes, warnings = scan_episodes(out_dir)

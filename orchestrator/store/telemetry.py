@@ -35,7 +35,7 @@ from typing import IO, Any, Final, Self
 
 from pydantic import BaseModel
 
-from orchestrator.store.records import EpisodeRecord, StepRecord
+from moria.records import EpisodeRecord, StepRecord
 
 #: A key whose (lower-cased) name contains one of these holds a secret when its value is text.
 SECRET_KEY_PARTS: Final[tuple[str, ...]] = (

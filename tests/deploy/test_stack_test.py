@@ -40,8 +40,8 @@ def test_the_stack_size_counts_replicas_and_leaves_out_profiles(stack_test) -> N
 
 
 def _write_run(out: Path, end_reasons: list[str], progression: float) -> None:
+    from moria.records import EpisodeRecord
     from orchestrator.store.episodes import write_episode
-    from orchestrator.store.records import EpisodeRecord
 
     for index, reason in enumerate(end_reasons):
         write_episode(out, EpisodeRecord(run_id="r", env="babyai", task="BabyAI-GoTo-v0",

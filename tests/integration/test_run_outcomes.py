@@ -16,8 +16,8 @@ import pytest
 
 from moria.codecs import dict_from_struct
 from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
+from moria.records import EpisodeRecord
 from orchestrator.report.outcome import verdict
-from orchestrator.store.records import EpisodeRecord
 from tests.integration.test_orchestrator_service import follow_all, orchestrator
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.servers import env_server, policy_server

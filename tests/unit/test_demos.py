@@ -10,6 +10,7 @@ import pytest
 
 from agent_server.service import demos_from_proto
 from agent_server.strategies.few_shot import demonstration_messages
+from moria.records import StepRecord
 from orchestrator.plan.seeds import derive_seed
 from orchestrator.plan.spec import RunSpec, load_spec
 from orchestrator.store import demos
@@ -29,7 +30,6 @@ from orchestrator.store.demos import (
     read_demos,
     same_game,
 )
-from orchestrator.store.records import StepRecord
 
 GOTO = "BabyAI-MixedTrainLocal-v0/goto"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from moria.records import EpisodeRecord, StepRecord
 from orchestrator.core.events import EVENT_KINDS, EventStream, RunEvent
 from orchestrator.core.sinks import EpisodeFilesSink, TelemetrySink
 from orchestrator.store.episodes import episode_paths
-from orchestrator.store.records import EpisodeRecord, StepRecord
 from orchestrator.store.telemetry import TelemetryWriter
 
 TASK = "BabyAI-MixedTrainLocal-v0/goto"

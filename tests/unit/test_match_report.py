@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from moria.records import EpisodeRecord
 from orchestrator.report.match_report import match_summary, render_match_tables
-from orchestrator.store.records import EpisodeRecord
 
 
 def _soccer(index: int, green_goals: int, blue_goals: int, end: str = "terminated",

@@ -15,6 +15,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 
+from moria.records import EpisodeRecord
 from orchestrator.report.plots import (
     MAX_INLINE_TASKS,
     ROW_INCHES,
@@ -25,7 +26,6 @@ from orchestrator.report.plots import (
     progress_layout,
 )
 from orchestrator.report.summary import compute_summary
-from orchestrator.store.records import EpisodeRecord
 
 NAIVE = {"type": "naive"}
 MODEL_USAGE = {"openai/gpt-4o": {"calls": 3, "input_tokens": 30, "output_tokens": 3,

@@ -13,6 +13,7 @@ import re
 import pytest
 from rich.console import Console
 
+from moria.records import EpisodeRecord, StepRecord
 from orchestrator.core.events import EventStream, RunEvent
 from orchestrator.core.sinks import ProgressSink
 from orchestrator.report.progress import (
@@ -21,7 +22,6 @@ from orchestrator.report.progress import (
     StepTally,
     plain_interval,
 )
-from orchestrator.store.records import EpisodeRecord, StepRecord
 
 ENV, TASK = "babyai", "BabyAI-MixedTrainLocal-v0/goto"
 LINE = re.compile(r"^progress: (?P<what>.+?) \| episodes (?P<done>\d+)/(?P<total>\d+) \| "

@@ -15,6 +15,8 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
+from moria.records import EpisodeRecord, StepRecord
+from moria.results import scan_episodes
 from orchestrator.report.summary import progression_stats, summarize
 from orchestrator.report.tables import render_report
 from orchestrator.store.episodes import (
@@ -23,10 +25,8 @@ from orchestrator.store.episodes import (
     episode_paths,
     load_episodes,
     safe_name,
-    scan_episodes,
     write_episode,
 )
-from orchestrator.store.records import EpisodeRecord, StepRecord
 
 BABY_TASK = "BabyAI-MixedTrainLocal-v0/goto"
 BABY_DIR = "BabyAI-MixedTrainLocal-v0__goto"

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 from rich.console import Console
 
+from moria.records import EndReason, EpisodeRecord
 from orchestrator.report.plots import (
     ProgressLayout,
     plot_progress,
@@ -22,7 +23,6 @@ from orchestrator.report.plots import (
 from orchestrator.report.summary import compute_summary, protocol_summary, summarize
 from orchestrator.report.tables import print_report, protocol_line
 from orchestrator.store.episodes import episode_document, load_episodes, write_episode
-from orchestrator.store.records import EndReason, EpisodeRecord
 from orchestrator.suites.balrog import PUBLISHED
 
 COMMIT = "abc123def4567890abc123def4567890abc12345"

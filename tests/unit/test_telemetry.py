@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.store.records import EpisodeRecord, StepRecord
+from moria.records import EpisodeRecord, StepRecord
 from orchestrator.store.telemetry import TelemetryWriter, dumps, scrub
 
 
