@@ -17,7 +17,7 @@ BUF := .cache/node/node_modules/.bin/buf
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_DIR ?= results/quickstart
 
-.PHONY: install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
+.PHONY: browser install run suite prepare test lint typecheck protos check-protos buf-lint bench clean \
   deploy-tools deploy-check test-dates test-fast checks buf-breaking llama-wheel
 
 $(PY):
@@ -109,8 +109,18 @@ checks: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Debian's Chromium and ChromeDriver, for the viewer's browser tests (tests/browser): installed
+# with apt when missing (as root, or through sudo).
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
 # PYTEST_ARGS: more pytest options (.ci/run adds --junitxml for its budget report)
-test: checks
+test: checks browser
 	$(VENV)/bin/pytest -q -ra -n auto --durations=15 $(PYTEST_ARGS)
 
 # The quick tier, run while working (about a minute on 2 cores): static checks, then the unit,

@@ -455,9 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
     from orchestrator.apps.compare import add_arguments as add_compare_arguments
     from orchestrator.apps.record_demos import add_arguments as add_record_demos_arguments
     from orchestrator.apps.replay import add_arguments as add_replay_arguments
+    from orchestrator.apps.viewer import add_arguments as add_view_arguments
 
     add_replay_arguments(sub)
     add_compare_arguments(sub)
+    add_view_arguments(sub)
 
     rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")
     add_record_demos_arguments(rd)

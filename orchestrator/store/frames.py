@@ -49,14 +49,15 @@ def frame_name(step: int) -> str:
 
 
 def list_frames(folder: Path) -> dict[int, Path]:
-    """{env steps taken: path} of the frames in ``folder`` (empty when there is none); files
-    not named like a frame are ignored."""
-    if not folder.is_dir():
+    """{env steps taken: path} of the frames in ``folder`` (empty when there is none or it is
+    a link); files not named like a frame, and links, are ignored (a frame is a file the run
+    wrote, never a pointer elsewhere)."""
+    if folder.is_symlink() or not folder.is_dir():
         return {}
     found: dict[int, Path] = {}
     for path in folder.iterdir():
         match = _FRAME_NAME.match(path.name)
-        if match and path.is_file():
+        if match and path.is_file() and not path.is_symlink():
             found[int(match.group(1))] = path
     return dict(sorted(found.items()))
 
