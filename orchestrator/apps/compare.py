@@ -29,7 +29,7 @@ def add_arguments(sub: Any) -> None:
     cp.add_argument("--json", action="store_true", help="print the figures as JSON")
     cp.set_defaults(func=compare_main)
 
-    lb = sub.add_parser("leaderboard", help="one row per run: progression per env with 95% "
+    lb = sub.add_parser("leaderboard", help="one row per run: progression per env with 95%% "
                         "intervals, tokens, cost, invalid actions, failed episodes")
     lb.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results directories")
     lb.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -91,7 +91,7 @@ def test_nothing_outside_the_runs_is_served(served: str, path: str) -> None:
     assert "Not found" in body
 
 
-def test_a_frame_of_the_run_is_served_and_a_gif_made(served: str) -> None:
+def test_a_frame_of_the_run_is_served_and_videos_made(served: str) -> None:
     status, _ = _get(served, f"/runs/0/files/babyai/{TASK_DIR}/{TASK_DIR}_run_00.frames/"
                              "00000.png")
     assert status == 200
@@ -100,6 +100,12 @@ def test_a_frame_of_the_run_is_served_and_a_gif_made(served: str) -> None:
     connection.request("GET", f"/runs/0/episodes/babyai/{TASK_DIR}/00.gif")
     response = connection.getresponse()
     assert response.status == 200 and response.read(6) == b"GIF89a"
+    connection.close()
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    connection.request("GET", f"/runs/0/episodes/babyai/{TASK_DIR}/00.mp4")
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Content-Type") == "video/mp4"
+    assert response.read(12)[4:8] == b"ftyp"  # an ISO media file
     connection.close()
 
 

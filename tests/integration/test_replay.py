@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
+from moria.families import families
 from orchestrator.apps import cli
 from orchestrator.core.runner import run_evaluation
 from orchestrator.plan.spec import load_spec
@@ -119,6 +120,35 @@ def test_frames_are_drawn_for_a_run_without_them(
     assert "4 replayed" in out
     for path, doc in _episodes(tmp_path).values():
         _assert_frames(path, doc)
+
+
+#: Every other family whose games replay (its manifest names no replay_refusal): a new family
+#: is checked here without a line of this test changing.
+OTHER_FAMILIES = tuple(sorted(name for name, manifest in families().items()
+                              if not manifest.replay_refusal and name not in FAMILIES))
+
+
+def test_every_deterministic_family_verifies(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    async def run() -> None:
+        async with env_server(OTHER_FAMILIES) as env, policy_server() as pol:
+            spec = load_spec(None, [
+                "agent.type=dummy", f"envs.names={'-'.join(OTHER_FAMILIES)}",
+                "eval.num_samples=1", f"eval.max_steps_per_episode={STEPS}",
+                "eval.num_workers=2", f"eval.output_dir={tmp_path}",
+                *(f"endpoints.env.{family}=[{env.target}]" for family in OTHER_FAMILIES),
+                f"endpoints.policy=[{pol.target}]"])
+            outcome = await run_evaluation(spec, console=Console(quiet=True),
+                                           show_progress=False)
+            assert outcome.verdict is not None and outcome.verdict.succeeded
+
+    assert {"babaisai", "nim", "nle", "pettingzoo", "textworld"} <= set(OTHER_FAMILIES)
+    asyncio.run(run())
+    code, out = _replay(str(tmp_path), "--verify", capsys=capsys)
+    assert code == 0, out
+    counts = json.loads((tmp_path / "replay.json").read_text())["counts"]
+    assert counts == {"verified": len(OTHER_FAMILIES), "differs": 0, "replayed": 0,
+                      "not_replayable": 0}
 
 
 def test_melting_pot_and_bad_input_are_refused(

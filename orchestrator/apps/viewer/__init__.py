@@ -1,5 +1,5 @@
 """``moria view``: a local web viewer of run directories (leaderboard, run pages with filters,
-episodes step by step with their frames, paired comparisons, live runs, GIF export) and
+episodes step by step with their frames, paired comparisons, live runs, GIF and MP4 export) and
 ``--bundle``, the same pages as a static site. See docs/viewer.md."""
 
 from __future__ import annotations

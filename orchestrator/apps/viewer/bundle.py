@@ -1,6 +1,6 @@
 """``moria view --bundle OUT_DIR``: the viewer as a static site (every page, the frames it
 shows, the script and style sheet), which opens from ``file://`` and can be published as is.
-It is a snapshot: the pages do not poll for updates, and there is no GIF export."""
+It is a snapshot: the pages do not poll for updates, and there is no video export."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 
 from moria.results import ResultsError
-from orchestrator.apps.viewer.export import episode_gif
+from orchestrator.apps.viewer.export import episode_gif, episode_mp4
 from orchestrator.apps.viewer.site import NotFound, Site
 from orchestrator.store.episodes import episode_paths
 
@@ -29,6 +29,8 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+#: Video exports: extension -> (encoder of a frame folder, media type).
+VIDEOS = {"gif": (episode_gif, "image/gif"), "mp4": (episode_mp4, "video/mp4")}
 STATIC_FILES = {"viewer.css": "text/css", "viewer.js": "text/javascript"}
 _INDEX = re.compile(r"^\d{1,9}$")
 _PAIR = re.compile(r"^(\d{1,6})-(\d{1,6})$")
@@ -84,6 +86,12 @@ def build_app(site: Site) -> Starlette:
             _int(p["index"], "an episode number")).html))
 
     async def gif(request: Request) -> Response:
+        return await video(request, "gif")
+
+    async def mp4(request: Request) -> Response:
+        return await video(request, "mp4")
+
+    async def video(request: Request, kind: str) -> Response:
         p = request.path_params
 
         def make() -> Response:
@@ -95,12 +103,13 @@ def build_app(site: Site) -> Starlette:
                                "moria replay --frames)")
             json_path, _ = episode_paths(site.run_dirs[k], record.env, record.task,
                                          record.episode_index)
+            encode, media = VIDEOS[kind]
             try:
-                data = episode_gif(site.frames_folder(k, json_path.parent / record.frames))
+                data = encode(site.frames_folder(k, json_path.parent / record.frames))
             except ValueError as exc:
-                raise NotFound(f"no GIF of this episode: {exc}") from None
-            name = f"{record.env}-{p['task_dir']}-{record.episode_index:02d}.gif"
-            return Response(data, media_type="image/gif", headers={
+                raise NotFound(f"no {kind} of this episode: {exc}") from None
+            name = f"{record.env}-{p['task_dir']}-{record.episode_index:02d}.{kind}"
+            return Response(data, media_type=media, headers={
                 **SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'})
         return await answer(request, make)
 
@@ -144,6 +153,7 @@ def build_app(site: Site) -> Starlette:
         Route("/runs/{k}/state.json", run_state),
         Route("/runs/{k}/episodes/{env}/{task_dir}/{index}.html", episode),
         Route("/runs/{k}/episodes/{env}/{task_dir}/{index}.gif", gif),
+        Route("/runs/{k}/episodes/{env}/{task_dir}/{index}.mp4", mp4),
         Route("/runs/{k}/files/{path:path}", frame),
         Route("/compare/{pair}.html", compare),
         Route("/compare/{pair}/{env}/{task_dir}/{seed}.html", pair),

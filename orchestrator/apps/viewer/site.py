@@ -15,6 +15,7 @@ Site layout (relative to the root)::
     runs/<k>/state.json                             run k's episode rows (live updates)
     runs/<k>/episodes/<env>/<task_dir>/<NN>.html    one episode
     runs/<k>/episodes/<env>/<task_dir>/<NN>.gif     its frames as an animated GIF (served)
+    runs/<k>/episodes/<env>/<task_dir>/<NN>.mp4     ... or an MP4 (served)
     runs/<k>/files/<env>/<task_dir>/<stem>.frames/<NNNNN>.png   its frames
     compare/<a>-<b>.html                            runs a and b on their shared episodes
     compare/<a>-<b>/<env>/<task_dir>/<seed>.html    one shared episode side by side
@@ -256,7 +257,7 @@ class Site:
         root = "../" * path.count("/")
         return self._render("episode.html", path, k=k, record=record,
                             data={"panes": [self.episode_data(k, record, root)]},
-                            gif=f"{index:02d}.gif")
+                            stem=f"{index:02d}")
 
     def compare_page(self, a: int, b: int) -> Page:
         """``compare/<a>-<b>.html``: the paired figures and the shared episodes."""
