@@ -106,7 +106,9 @@ class Run:
     """One run directory as read: ``path``, ``run_id`` (from ``run.json``, else the episodes',
     else the directory name), ``spec`` (the validated run spec as saved, {} when missing),
     ``summary`` (``summary.json``, {} when missing), ``episodes`` (sorted by env, task,
-    index) and ``warnings`` (files skipped)."""
+    index), ``warnings`` (files skipped) and ``source``: where the run was played when it was
+    not here (``run.json``'s ``source``: a run the viewer mirrors from an orchestrator service,
+    whose episodes carry their outcome but no steps); "" for a local run."""
 
     path: Path
     run_id: str
@@ -114,6 +116,7 @@ class Run:
     summary: dict[str, Any]
     episodes: list[EpisodeRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    source: str = ""
 
     @property
     def protocol(self) -> str:
@@ -205,4 +208,4 @@ def load_run(path: str | Path) -> Run:
     spec = meta.get("spec")
     return Run(path=root, run_id=run_id, spec=spec if isinstance(spec, dict) else {},
                summary=_read_json(root / "summary.json"), episodes=episodes,
-               warnings=warnings)
+               warnings=warnings, source=str(meta.get("source") or ""))

@@ -29,6 +29,15 @@ def add_arguments(sub: Any) -> None:
                     help=f"port (default {DEFAULT_PORT})")
     vw.add_argument("--bundle", type=Path, metavar="OUT_DIR",
                     help="write the pages as a static site to OUT_DIR instead of serving them")
+    vw.add_argument("--service", metavar="TARGET",
+                    help="also follow the runs of the orchestrator service at TARGET live "
+                         "(StreamEvents; each episode's outcome, not its steps)")
+    vw.add_argument("--run", action="append", metavar="RUN_ID", dest="service_runs",
+                    help="with --service: the run to follow, repeatable (default: the newest "
+                         "20)")
+    vw.add_argument("--mirror", type=Path, metavar="DIR",
+                    help="with --service: where the followed runs are written (default: a "
+                         "temporary folder)")
     vw.set_defaults(func=main)
 
 
@@ -43,10 +52,28 @@ def main(args: argparse.Namespace) -> int:
         return 2
     from moria.results import ResultsError
 
+    mirrored: list[Path] = []
+    if args.service:
+        import tempfile
+
+        from orchestrator.apps.viewer.follow import ServiceMirror, describe_error
+
+        out = args.mirror or Path(tempfile.mkdtemp(prefix="moria-view-"))
+        mirror = ServiceMirror(args.service, out, args.service_runs)
+        mirror.start()
+        if mirror.error is not None:
+            console.print(f"error: cannot follow {escape(args.service)}: "
+                          f"{escape(describe_error(mirror.error))}")
+            return 2
+        mirrored = sorted(p for p in out.iterdir() if (p / "run.json").is_file())
     try:
-        run_dirs = find_runs(args.runs or [Path("results")])
+        run_dirs = find_runs(args.runs) if args.runs or mirrored else find_runs([Path("results")])
     except (ResultsError, OSError) as exc:
         console.print(f"error: {escape(str(exc))}")
+        return 2
+    run_dirs += mirrored
+    if not run_dirs:
+        console.print(f"error: {escape(args.service)} has no run to follow")
         return 2
     if args.bundle is not None:
         from orchestrator.apps.viewer.bundle import write_bundle
