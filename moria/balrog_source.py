@@ -50,6 +50,9 @@ AGENT_CLASSES: dict[str, tuple[str, str]] = {
     "few_shot": ("few_shot", "FewShotAgent"),
 }
 
+#: The mark after a checkout's commit when its BALROG files differ from that commit.
+DIRTY = "-dirty"
+
 
 #: The NLE language-wrapper module BALROG's MiniHack instruction reads its action map from.
 NLE_WRAPPER_MODULE = "nle.language_wrapper.wrappers.nle_language_wrapper"
@@ -204,7 +207,7 @@ def describe_commit(package_dir: Path) -> str:
                                capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return f"{sha}-dirty" if dirty.strip() else sha
+    return f"{sha}{DIRTY}" if dirty.strip() else sha
 
 
 def text_sha256(text: str) -> str:

@@ -86,9 +86,11 @@ class EpisodeRecord(_Record):
     """One episode of one task, with its outcome, usage totals, configs and trajectory.
 
     ``task`` is the original task name (it may hold "/", e.g. ``BabyAI-MixedTrainLocal-v0/goto``);
-    ``seed`` is the 64-bit seed derived from the run seed. ``progression`` is the env's metric in
-    [0, 1] (also found in ``stats["progression"]`` once written). ``failed_candidates`` are the raw
-    outputs that held no valid action; ``action_frequency`` counts the *applied* actions.
+    ``seed`` is the 64-bit seed derived from the run seed. ``progression`` is the env's metric
+    in [0, 1] (also found in ``stats["progression"]`` once written). ``failed_candidates`` are
+    the answers that held no valid action: the raw outputs, or under ``agent.protocol=balrog``
+    the answers the checkout's agent extracted from them (as BALROG's evaluator keeps them);
+    ``action_frequency`` counts the *applied* actions.
     ``started_at``/``ended_at`` are ISO-8601 timestamps, ``wall_time_s`` seconds.
     ``episode_return`` sums the rewards of every seat (for one agent, BALROG's return; per-seat
     returns of multi-agent games are in ``stats["returns"]``). ``players``: for multi-agent

@@ -26,6 +26,7 @@ import base64
 import difflib
 import hashlib
 import json
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -489,16 +490,20 @@ def main(args: Any) -> int:
     """``moria protocol-check``: 0 when every request and action is equal, 1 on any
     difference, 2 on bad input."""
     if args.episodes < 1 or args.max_steps < 1:
-        print("error: --episodes and --max-steps must be at least 1")
+        print("error: --episodes and --max-steps must be at least 1", file=sys.stderr)
         return 2
     envs = args.env or list(DEFAULT_TASKS)
     strategies = args.strategy or list(DEFAULT_STRATEGIES)
+    # progress lines go to stderr: with --json, stdout holds the JSON document alone
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
         result = aio.run(run_check(args.balrog, envs, strategies, episodes=args.episodes,
                                        max_steps=args.max_steps, seed=args.seed,
-                                       completions=args.completion or ()))
+                                       completions=args.completion or (), progress=progress))
     except (BalrogSourceError, ValueError) as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0 if result["status"] == "passed" else 1

@@ -331,7 +331,7 @@ class _Collected:
             return None
         record = _step_record(turn)
         if not record.valid:
-            self.failed.append(record.raw_completion)
+            self.failed.append(failed_candidate(turn))
         self.applied[record.action] += 1
         if self.keep_steps:
             self.steps.append(record)
@@ -422,6 +422,15 @@ async def _save_frame(driver: EpisodeDriver, frames: FrameRecorder) -> None:
     """Render the game as it is now and save it as the frame after ``num_steps`` steps."""
     image = await call_server(driver.session.render, server="env")
     await frames.add(driver.num_steps, image)
+
+
+def failed_candidate(turn: Turn) -> str:
+    """What ``failed_candidates`` keeps of a turn the env judged invalid: under BALROG's
+    protocol the answer the checkout's agent extracted (what BALROG's evaluator keeps), else
+    the model's raw completion."""
+    if turn.seat.protocol.get("name") == "balrog":
+        return turn.act.action.text
+    return turn.act.raw_completion or turn.act.action.text
 
 
 def _step_record(turn: Turn) -> StepRecord:

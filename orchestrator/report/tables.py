@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from moria.balrog_source import DIRTY
 from moria.records import (
     DEFAULT_PROTOCOL,
 )
@@ -77,10 +78,11 @@ def _cost(figures: Mapping[str, Any]) -> str:
 
 def commit_label(commit: Any) -> str:
     """A ``balrog_commit`` value of a summary's ``protocol`` section as short text: the first
-    12 characters of the commit, of each commit joined by ", " for a list, ``"unknown"`` for
-    None or an empty value."""
+    12 characters of the commit, with its ``-dirty`` mark kept (a checkout with local edits),
+    each commit joined by ", " for a list, ``"unknown"`` for None or an empty value."""
     commits = commit if isinstance(commit, list) else [commit]
-    return ", ".join(str(c)[:12] for c in commits if c) or "unknown"
+    return ", ".join(str(c)[:12] + (DIRTY if str(c).endswith(DIRTY) else "")
+                     for c in commits if c) or "unknown"
 
 
 def protocol_line(protocol: Mapping[str, Any] | None) -> str:

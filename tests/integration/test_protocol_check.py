@@ -88,3 +88,38 @@ async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> Non
     assert "seed" not in first
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["protocol"]["name"] == "balrog"
+
+
+def test_json_output_is_the_json_document_alone(tmp_path: Path) -> None:
+    """``--json``: stdout parses as one JSON document; the progress lines are on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MORIA_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "moria"), "protocol-check", "--balrog", str(STANDIN),
+         "--env", "babyai", "--strategy", "naive", "--max-steps", "2", "--json"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout)["status"] == "passed"
+    assert "episode 0" in run.stderr  # the progress line
+
+
+async def test_failed_candidates_keep_the_extracted_answer_as_balrog_does(
+        tmp_path: Path) -> None:
+    offered = ServerFiles({"balrog_source": STANDIN.parent})
+    with FakeOpenAI(reply="dance, 42!") as model:
+        async with env_server() as env, policy_server(files=offered) as pol:
+            code, _, err = await moria(
+                "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN.name}",
+                "client.client_name=vllm", f"client.base_url={model.base_url}",
+                "client.model_id=m", "envs.names=babyai",
+                "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
+                "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=2", "--no-progress",
+                f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol), cwd=tmp_path)
+    assert code == 0, err[-3000:]
+    episode = json.loads(next((tmp_path / "out").glob("babyai/*/*_run_00.json")).read_text())
+    assert [s["raw_completion"] for s in episode["steps"]] == ["dance, 42!"] * 2
+    # the stand-in's naive agent keeps the letters and spaces of the answer (its extraction)
+    assert episode["failed_candidates"] == ["dance "] * 2

@@ -267,3 +267,13 @@ def test_plot_progress_failure_keeps_old_picture_and_no_temp(
         plot_progress(two_env_summary([{}]), path)
     assert path.read_bytes() == b"old picture"
     assert [p.name for p in tmp_path.iterdir()] == ["progress.png"]
+
+
+def test_a_dirty_checkout_keeps_its_mark_in_the_console_line() -> None:
+    from orchestrator.report.tables import commit_label
+
+    sha = "af7d1f1" + "0" * 33
+    assert commit_label(sha) == sha[:12]
+    assert commit_label(f"{sha}-dirty") == f"{sha[:12]}-dirty"
+    assert commit_label([sha, f"{sha}-dirty"]) == f"{sha[:12]}, {sha[:12]}-dirty"
+    assert commit_label(None) == "unknown"
