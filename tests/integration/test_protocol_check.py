@@ -43,9 +43,9 @@ async def test_protocol_check_finds_requests_and_actions_equal(tmp_path: Path) -
 
 
 async def test_protocol_check_cli_refuses_a_path_that_is_not_balrog(tmp_path: Path) -> None:
-    code, out, _ = await moria("protocol-check", "--balrog", str(tmp_path), cwd=tmp_path)
-    assert code == 2
-    assert "is not a BALROG checkout" in out
+    code, out, err = await moria("protocol-check", "--balrog", str(tmp_path), cwd=tmp_path)
+    assert code == 2 and out == ""  # errors go to stderr, as every moria command's do
+    assert "is not a BALROG checkout" in err
 
 
 async def test_eval_with_balrog_protocol_and_no_source_stops_before_any_episode(
