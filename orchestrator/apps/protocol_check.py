@@ -315,10 +315,12 @@ def _diff(a: Any, b: Any, a_name: str, b_name: str) -> str:
 
 @dataclass
 class EnvCheck:
-    """The counts of one env (all its strategies and episodes) and its first difference."""
+    """The counts of one env (all its strategies and episodes; or, with ``strategy``, those of
+    one strategy) and its first difference."""
 
     env: str
     task: str
+    strategy: str = ""
     requests: int = 0
     requests_equal: int = 0
     actions: int = 0
@@ -376,7 +378,9 @@ async def run_check(balrog: str, envs: Sequence[str], strategies: Sequence[str],
                     progress: Any = print) -> dict[str, Any]:
     """Run the check (see the module docstring) and return its result document:
     ``{"status": "passed"|"failed", "balrog_commit", "balrog_source", "checked_at",
-    "strategies", "episodes", "max_steps", "envs": {env: EnvCheck.as_json()}}``.
+    "strategies", "episodes", "max_steps", "envs": {env: EnvCheck.as_json()}, "cases":
+    [{"env", "strategy", **EnvCheck.as_json()}]}`` (each case: one env and strategy, saved as
+    its own record, ``orchestrator.store.protocol_record``).
 
     Raises BalrogSourceError (bad ``balrog``) or ValueError (unknown env or strategy)."""
     source_path = str(Path(balrog).expanduser().resolve()) if balrog != "installed" else balrog
@@ -400,6 +404,8 @@ async def run_check(balrog: str, envs: Sequence[str], strategies: Sequence[str],
         raise ValueError("none of the strategies asked for exists in this BALROG checkout: "
                          + "; ".join(missing.values()))
     checks = {env: EnvCheck(env, DEFAULT_TASKS[env]) for env in envs}
+    cases = {(env, strategy): EnvCheck(env, DEFAULT_TASKS[env], strategy)
+             for env in envs for strategy in strategies}
     logs = log_dir or Path(tempfile.mkdtemp(prefix="moria-protocol-check-"))
     with ScriptedModel() as model:
         async with LocalStack(list(envs), logs) as stack:
@@ -411,11 +417,13 @@ async def run_check(balrog: str, envs: Sequence[str], strategies: Sequence[str],
                                                 (seed + episode) % 2**64, model, completions)
                 except (EpisodeSetupError, InfrastructureFault, RuntimeError) as exc:
                     checks[env].error = checks[env].error or f"{strategy}: {exc}"
+                    cases[env, strategy].error = cases[env, strategy].error or str(exc)
                     progress(f"  {env:<10} {strategy:<13} episode {episode}: not played: {exc}")
                     continue
                 replayed = await asyncio.to_thread(replay_balrog, source, spec, env, task,
                                                    captured)
-                compare(checks[env], f"{env} {strategy} episode {episode}", captured, replayed)
+                for check in (checks[env], cases[env, strategy]):
+                    compare(check, f"{env} {strategy} episode {episode}", captured, replayed)
                 progress(f"  {env:<10} {strategy:<13} episode {episode} (seed "
                          f"{(seed + episode) % 2**64}): progression {captured.progression:g}, "
                          f"{len(captured.turns)} steps")
@@ -427,6 +435,8 @@ async def run_check(balrog: str, envs: Sequence[str], strategies: Sequence[str],
         "episodes": episodes, "max_steps": max_steps, "seed": seed,
         "completions": list(completions) or "adversarial",
         "envs": {env: check.as_json() for env, check in checks.items()},
+        "cases": [{"env": env, "strategy": strategy, **check.as_json()}
+                  for (env, strategy), check in cases.items()],
     }
     if not completions:  # the standard check is what runs record; a scripted one is not saved
         save_check(result)

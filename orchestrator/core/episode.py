@@ -397,7 +397,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     progression = 0.0 if late else driver.progression
     usage = kept.usage
     # reads the saved protocol-check file under protocol=balrog: off the event loop
-    protocol = await asyncio.to_thread(protocol_record, driver.seats)
+    protocol = await asyncio.to_thread(protocol_record, driver.seats, plan.env,
+                                       spec.agent.type)
     return EpisodeRecord(
         run_id=plan.run_id, env=plan.env, task=plan.task, episode_index=plan.episode_index,
         seed=plan.seed, end_reason=end_reason,
@@ -450,10 +451,11 @@ def _step_record(turn: Turn) -> StepRecord:
         model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts))
 
 
-def protocol_record(seats: list[Seat]) -> dict[str, Any]:
+def protocol_record(seats: list[Seat], env: str, strategy: str) -> dict[str, Any]:
     """The episode's ``protocol`` entry: the one seat's ``Ready.protocol`` (plus, under
-    ``balrog``, the saved ``moria protocol-check`` result for its BALROG commit); for several
-    seats, ``{"name": <their common name or "mixed">}``. {} when no seat began."""
+    ``balrog``, the saved ``moria protocol-check`` record of its BALROG commit, ``env`` and
+    ``strategy``: ``not checked`` when no check covered them); for several seats,
+    ``{"name": <their common name or "mixed">}``. {} when no seat began."""
     if not seats:
         return {}
     if len(seats) > 1:
@@ -461,7 +463,8 @@ def protocol_record(seats: list[Seat]) -> dict[str, Any]:
         return {"name": names.pop() if len(names) == 1 else "mixed"}
     record = dict(seats[0].protocol)
     if record.get("name") == "balrog":
-        record["protocol_check"] = saved_check(str(record.get("balrog_commit", "")))
+        record["protocol_check"] = saved_check(str(record.get("balrog_commit", "")), env,
+                                               strategy)
     return record
 
 
@@ -558,7 +561,8 @@ async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec) 
         for seat in seats:
             with contextlib.suppress(Exception):
                 await seat.stream.end(end)
-    return Rehearsal(opened, await asyncio.to_thread(protocol_record, seats))
+    return Rehearsal(opened, await asyncio.to_thread(protocol_record, seats, plan.env,
+                                                     spec.agent.type))
 
 
 async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,

@@ -64,6 +64,7 @@ from orchestrator.report.summary import summarize
 from orchestrator.store.demos import MissingDemonstrationsError, check_demonstrations
 from orchestrator.store.episodes import completed_keys, episode_paths
 from orchestrator.store.frames import FrameRecorder, frames_dir
+from orchestrator.store.protocol_record import NOT_CHECKED
 from orchestrator.store.telemetry import TelemetryWriter, dumps
 
 log = logging.getLogger("moria.run")
@@ -538,18 +539,23 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[st
 
 def _warn_unchecked_protocol(env: str, protocol: dict[str, Any]) -> None:
     """Warn, before any episode, when a run under ``agent.protocol=balrog`` uses a BALROG
-    checkout whose ``moria protocol-check`` has not passed: its figures are plotted beside
-    BALROG's leaderboard, which only a passed check makes comparable."""
+    checkout whose ``moria protocol-check`` has not passed for this env and strategy: its
+    figures are plotted beside BALROG's leaderboard, which only a passed check makes
+    comparable."""
     check = protocol.get("protocol_check")
     if protocol.get("name") != "balrog" or not isinstance(check, dict):
         return
-    status = str(check.get("status", "not run"))
-    if status != "passed":
-        log.warning("%s: moria protocol-check has %s for BALROG commit %s; run `moria "
-                    "protocol-check --balrog %s` before comparing these figures with BALROG's "
-                    "leaderboard", env, "not been run" if status == "not run" else status,
-                    protocol.get("balrog_commit") or "unknown",
-                    protocol.get("balrog_source") or "PATH")
+    status = str(check.get("status", NOT_CHECKED))
+    if status == "passed":
+        return
+    strategy = str(check.get("strategy") or "")
+    verdict = ("is not checked" if status == NOT_CHECKED
+               else f"{status} its moria protocol-check")
+    log.warning("%s: BALROG commit %s %s for this env and strategy (%s); run `moria "
+                "protocol-check --balrog %s --env %s --strategy %s` before comparing these "
+                "figures with BALROG's leaderboard", env,
+                protocol.get("balrog_commit") or "unknown", verdict, strategy or "?",
+                protocol.get("balrog_source") or "PATH", env, strategy or "STRATEGY")
 
 
 def _run_id(spec: RunSpec, out: Path) -> str:

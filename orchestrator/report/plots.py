@@ -45,6 +45,7 @@ from moria.files import atomic_path
 from moria.records import DEFAULT_PROTOCOL
 from orchestrator.report.tables import commit_label
 from orchestrator.store.episodes import safe_name
+from orchestrator.store.protocol_record import NOT_CHECKED
 from orchestrator.suites.balrog import PUBLISHED
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def protocol_title(protocol: Mapping[str, Any] | None) -> str:
     protocol = protocol or {}
     name = str(protocol.get("name") or DEFAULT_PROTOCOL)
     if name == "balrog":
-        status = (protocol.get("protocol_check") or {}).get("status") or "not run"
+        status = (protocol.get("protocol_check") or {}).get("status") or NOT_CHECKED
         return (f"BALROG protocol, BALROG commit {commit_label(protocol.get('balrog_commit'))}; "
                 f"protocol-check: {status}")
     return NOT_COMPARABLE.format(name=_protocol_words(name))

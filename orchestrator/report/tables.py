@@ -26,6 +26,7 @@ from orchestrator.report.summary import (
 from orchestrator.store.episodes import (
     load_episodes,
 )
+from orchestrator.store.protocol_record import NOT_CHECKED
 
 logger = logging.getLogger(__name__)
 
@@ -93,12 +94,12 @@ def protocol_line(protocol: Mapping[str, Any] | None) -> str:
         Protocol: moria (Moria's own prompts; not comparable with BALROG's leaderboard)
         Protocol: mixed - WARNING: ...
 
-    ``<status>`` is ``protocol_check["status"]``, ``not run`` when there is none.
+    ``<status>`` is ``protocol_check["status"]``, ``not checked`` when there is none.
     """
     protocol = protocol or {}
     name = protocol.get("name") or DEFAULT_PROTOCOL
     if name == "balrog":
-        status = (protocol.get("protocol_check") or {}).get("status") or "not run"
+        status = (protocol.get("protocol_check") or {}).get("status") or NOT_CHECKED
         return (f"Protocol: balrog (BALROG commit {commit_label(protocol.get('balrog_commit'))}; "
                 f"protocol-check: {status})")
     if name == "moria":

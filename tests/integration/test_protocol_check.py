@@ -37,9 +37,24 @@ async def test_protocol_check_finds_requests_and_actions_equal(tmp_path: Path) -
         assert (row["requests"], row["requests_equal"]) == (12, 12)
         assert (row["actions"], row["actions_equal"]) == (12, 12)
     assert len(lines) == 4
-    # saved under the checkout's commit (the stand-in is no checkout of its own: "unknown")
+    # saved per (commit, env, strategy) covered (the stand-in is no checkout: "unknown")
     assert result["balrog_commit"] == "unknown"
-    assert saved_check("unknown")["status"] == "passed"
+    for env in ("babyai", "crafter"):
+        for strategy in ("naive", "robust_cot"):
+            record = saved_check("unknown", env, strategy)
+            assert (record["status"], record["env"], record["strategy"]) == (
+                "passed", env, strategy)
+            assert (record["requests"], record["requests_equal"]) == (6, 6)
+    # what the check did not cover is not checked, whatever it found for the rest
+    assert saved_check("unknown", "babaisai", "naive")["status"] == "not checked"
+    assert saved_check("unknown", "babyai", "cot")["status"] == "not checked"
+
+    # a later check of one case replaces that record only
+    later = await run_check(str(STANDIN), ["babyai"], ["naive"], max_steps=2,
+                            log_dir=tmp_path / "logs2", progress=lines.append)
+    assert later["status"] == "passed"
+    assert saved_check("unknown", "babyai", "naive")["max_steps"] == 2
+    assert saved_check("unknown", "crafter", "robust_cot")["max_steps"] == 6
 
 
 async def test_protocol_check_cli_refuses_a_path_that_is_not_balrog(tmp_path: Path) -> None:
@@ -76,10 +91,11 @@ async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> Non
     assert protocol["name"] == "balrog" and protocol["balrog_commit"] == "unknown"
     assert protocol["generation"] == {"temperature": 0.5, "max_tokens": 321}
     assert len(protocol["instruction_sha256"]) == 64
-    assert protocol["protocol_check"]["status"] == "not run"
-    # the run said so before its first episode, naming the command that checks the commit
-    assert "moria protocol-check has not been run for BALROG commit unknown" in err
-    assert f"moria protocol-check --balrog {STANDIN}` before comparing" in err
+    assert protocol["protocol_check"]["status"] == "not checked"
+    # the run said so before its first episode, naming the command that checks its case
+    assert "BALROG commit unknown is not checked for this env and strategy (naive)" in err
+    assert (f"moria protocol-check --balrog {STANDIN} --env babyai --strategy naive` before "
+            "comparing") in err
     # BALROG's request: the instruction as a user message, the checkout's settings, no seed
     first = requests[0]
     assert first["messages"][0]["role"] == "user"

@@ -144,7 +144,7 @@ def test_protocol_line_texts() -> None:
     assert protocol_line(balrog) == ("Protocol: balrog (BALROG commit abc123def456; "
                                      "protocol-check: passed)")
     unchecked = {**balrog, "protocol_check": {}}
-    assert protocol_line(unchecked).endswith("protocol-check: not run)")
+    assert protocol_line(unchecked).endswith("protocol-check: not checked)")
     moria = ("Protocol: moria (Moria's own prompts; not comparable with BALROG's "
              "leaderboard)")
     assert protocol_line(protocol_summary([episode()])) == moria
