@@ -344,17 +344,26 @@ class BalrogSource:
         """A BALROG ``LLMResponse`` namedtuple built from ``fields``."""
         return self.modules["client"].LLMResponse(**fields)
 
-    def openai_client(self, config: Any, completions: Sequence[str]) -> tuple[Any, Recorder]:
-        """BALROG's own ``OpenAIWrapper`` for ``config.client``, its SDK client replaced by a
-        :class:`Recorder` answering ``completions`` in order (no network)."""
+    def openai_client(self, config: Any, completions: Sequence[str], *,
+                      base_url: str | None = None) -> tuple[Any, Recorder]:
+        """BALROG's own ``OpenAIWrapper`` for ``config.client``. Without ``base_url``, its SDK
+        client is replaced by a :class:`Recorder` answering ``completions`` in order (no
+        network). With ``base_url``, its SDK client is the OpenAI SDK's own, sending to that
+        server (the bodies go over HTTP exactly as BALROG's client sends them; the recorder
+        then stays empty)."""
         recorder = Recorder(completions)
         client_config = types.SimpleNamespace(
             client_name="openai", model_id=str(config.client.get("model_id") or ""),
-            base_url=None, timeout=60, max_retries=1, delay=0,
+            base_url=base_url, timeout=60, max_retries=1, delay=0,
             generate_kwargs=dict(config.client.get("generate_kwargs") or {}),
             alternate_roles=bool(config.client.get("alternate_roles", False)))
         client = self.modules["client"].OpenAIWrapper(client_config)
-        client.client = recorder
+        if base_url is None:
+            client.client = recorder
+        else:
+            from openai import OpenAI
+
+            client.client = OpenAI(api_key="protocol-check", base_url=base_url, max_retries=0)
         client._initialized = True
         return client, recorder
 

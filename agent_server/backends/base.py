@@ -31,12 +31,17 @@ class GenerateParams:
     ``temperature`` None means the provider default. ``max_tokens`` bounds output tokens.
     ``choices``: when set and the backend supports it, the output is constrained to exactly one
     of these strings (grammar / guided decoding). ``extra`` is passed through to the provider.
+    ``wire``: the form of the request body. ``"moria"``: Moria's own (a message without images
+    has a string content). ``"balrog"``: the body BALROG's OpenAI client sends, to the byte
+    (every content a list of parts, built by the OpenAI SDK's ``chat.completions.create`` from
+    BALROG's keyword arguments; the OpenAI-compatible backend only, never streamed).
     """
 
     temperature: float | None = 1.0
     max_tokens: int = 4096
     choices: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    wire: Literal["moria", "balrog"] = "moria"
 
 
 @dataclass

@@ -105,7 +105,8 @@ class BalrogProtocolStrategy(Strategy):
         self.generation = self.source.generation(self.config)
         self._params = GenerateParams(temperature=self.generation["temperature"],
                                       max_tokens=self.generation["max_tokens"],
-                                      extra=dict(ctx.client.generate_kwargs.model_extra or {}))
+                                      extra=dict(ctx.client.generate_kwargs.model_extra or {}),
+                                      wire="balrog")
         self._backend: Backend = backend
         self._agent: Any = None
         self._client: _BridgeClient | None = None

@@ -98,6 +98,7 @@ class ScriptedModel:
     def __init__(self) -> None:
         self.script: list[str] = ["ok"]
         self.requests: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []
         self.answers: list[str] = []
         self._lock = threading.Lock()
         handler = self._handler()
@@ -115,12 +116,14 @@ class ScriptedModel:
         with self._lock:
             self.script = list(script)
             self.requests.clear()
+            self.raw.clear()
             self.answers.clear()
 
-    def _next(self, body: dict[str, Any]) -> str:
+    def _next(self, body: dict[str, Any], raw: bytes) -> str:
         with self._lock:
             answer = self.script[len(self.requests) % len(self.script)]
             self.requests.append(body)
+            self.raw.append(raw)
             self.answers.append(answer)
             return answer
 
@@ -145,12 +148,13 @@ class ScriptedModel:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(raw or b"{}")
                 except ValueError:
                     self._send(400, {"error": {"message": "body is not JSON"}})
                     return
-                answer = model._next(body)
+                answer = model._next(body, raw)
                 self._send(200, {
                     "id": f"chatcmpl-{len(model.requests)}", "object": "chat.completion",
                     "created": 0, "model": MODEL_ID,
@@ -183,6 +187,7 @@ class Captured:
     action_names: list[str]
     default_action: str
     progression: float = 0.0
+    raw_requests: list[bytes] = field(default_factory=list)
 
 
 def check_spec(env: str, task: str, strategy: str, balrog: str, base_url: str,
@@ -219,7 +224,7 @@ async def play_moria(stack: LocalStack, spec: RunSpec, env: str, task: str, seed
         await driver.finish(None)
     return Captured(turns, list(model.requests), list(model.answers), names,
                     start.action_space.default_action,
-                    driver.progression)
+                    driver.progression, list(model.raw))
 
 
 # -- the same episode through BALROG's own code
@@ -227,11 +232,15 @@ async def play_moria(stack: LocalStack, spec: RunSpec, env: str, task: str, seed
 
 @dataclass
 class Replayed:
-    """BALROG's side of one episode: request kwargs per turn, answer and applied action."""
+    """BALROG's side of one episode: the request bodies its client sent (decoded, and the
+    bytes as sent), per turn the answer and the applied action, and ``error`` when BALROG's
+    code stopped (its client raised, e.g. on an answer it will not take)."""
 
     requests: list[dict[str, Any]] = field(default_factory=list)
+    raw_requests: list[bytes] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
+    error: str = ""
 
 
 def _balrog_observation(turn: Turn) -> dict[str, Any]:
@@ -243,11 +252,15 @@ def _balrog_observation(turn: Turn) -> dict[str, Any]:
 
 
 def replay_balrog(source: BalrogSource, spec: RunSpec, env: str, task: str,
-                  captured: Captured) -> Replayed:
+                  captured: Captured, model: ScriptedModel) -> Replayed:
     """Run BALROG's agent, client, validity check and feedback statement over the captured
-    observations and completions, in the order of BALROG's evaluation loop."""
+    observations and completions, in the order of BALROG's evaluation loop. BALROG's client
+    sends its requests through the OpenAI SDK to ``model``, which answers the captured
+    completions in order and keeps each body as sent. When BALROG's code raises (its client
+    refusing an answer, a branch this check cannot drive), ``error`` says where and why."""
     config = effective_config(source, spec.agent, spec.client)
-    client, recorder = source.openai_client(config, captured.completions)
+    model.reset(list(captured.completions) or ["ok"])
+    client, _ = source.openai_client(config, [], base_url=model.base_url)
     agent = build_agent(source, config, spec.agent.type, client)
     agent.reset()
     first = captured.turns[0].observation if captured.turns else None
@@ -262,16 +275,21 @@ def replay_balrog(source: BalrogSource, spec: RunSpec, env: str, task: str,
     out = Replayed()
     action = None
     applied = None
-    for turn in captured.turns:
+    for step, turn in enumerate(captured.turns):
         obs = _balrog_observation(turn)
-        if action is not None and applied is not None and source.feedback is not None:
-            source.feedback.apply(obs, applied, action, config)
-        response = agent.act(obs, prev_action=action)
-        applied = check(response.completion)
+        try:
+            if action is not None and applied is not None and source.feedback is not None:
+                source.feedback.apply(obs, applied, action, config)
+            response = agent.act(obs, prev_action=action)
+            applied = check(response.completion)
+        except Exception as exc:  # noqa: BLE001  (BALROG's code: reported, never a traceback)
+            out.error = (f"BALROG's code stopped at step {step}: {type(exc).__name__}: "
+                         f"{str(exc)[:300]}")
+            break
         out.answers.append(str(response.completion))
         out.applied.append(str(applied))
         action = response.completion
-    out.requests = list(recorder.calls)
+    out.requests, out.raw_requests = list(model.requests), list(model.raw)
     return out
 
 
@@ -305,6 +323,30 @@ def normalize_request(body: dict[str, Any]) -> dict[str, Any]:
         messages.append({"role": message.get("role"), "text": "\n".join(texts), "images": images})
     out["messages"] = messages
     return out
+
+
+def _request_difference(ours: dict[str, Any] | None, theirs: dict[str, Any] | None,
+                        ours_raw: bytes | None, theirs_raw: bytes | None) -> str:
+    """Why two request bodies are not the same bytes, with a unified diff."""
+    if ours is None or theirs is None:
+        missing = ("Moria sent no such request" if ours is None
+                   else "BALROG's client sent no such request")
+        return missing + "\n" + _diff(theirs, ours, "BALROG", "Moria")
+    if normalize_request(ours) == normalize_request(theirs):
+        return ("the bodies differ in form only (the same content: messages as a string or as "
+                "parts, key order or spacing):\n"
+                + _raw_diff(theirs_raw or b"", ours_raw or b""))
+    return "the bodies differ in content:\n" + _diff(normalize_request(theirs),
+                                                     normalize_request(ours), "BALROG", "Moria")
+
+
+def _raw_diff(theirs: bytes, ours: bytes) -> str:
+    """The first place two bodies part, with the bytes of each around it."""
+    at = next((i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b),
+              min(len(theirs), len(ours)))
+    start = max(0, at - 20)
+    return (f"  byte {at}: BALROG {theirs[start:at + 40]!r}\n"
+            f"  byte {at}: Moria  {ours[start:at + 40]!r}")
 
 
 def _diff(a: Any, b: Any, a_name: str, b_name: str) -> str:
@@ -343,18 +385,21 @@ class EnvCheck:
 
 
 def compare(check: EnvCheck, label: str, captured: Captured, replayed: Replayed) -> None:
-    """Add one episode's comparison to ``check`` (the first difference is kept)."""
-    moria = [normalize_request(body) for body in captured.requests]
-    balrog = [normalize_request(kwargs) for kwargs in replayed.requests]
-    check.requests += max(len(moria), len(balrog))
-    for index in range(max(len(moria), len(balrog))):
-        ours = moria[index] if index < len(moria) else None
-        theirs = balrog[index] if index < len(balrog) else None
-        if ours == theirs:
+    """Add one episode's comparison to ``check`` (the first difference is kept). A request
+    is equal when the two bodies are the same bytes as sent; a difference says whether the
+    bodies differ in content, or only in form (the same after ``normalize_request``: content
+    as a string or as parts, key order, spacing)."""
+    count = max(len(captured.raw_requests), len(replayed.raw_requests))
+    check.requests += count
+    for index in range(count):
+        ours = captured.raw_requests[index] if index < len(captured.raw_requests) else None
+        theirs = replayed.raw_requests[index] if index < len(replayed.raw_requests) else None
+        if ours is not None and ours == theirs:
             check.requests_equal += 1
         elif not check.first_difference:
-            check.first_difference = (f"{label}, request {index}:\n"
-                                      + _diff(theirs, ours, "BALROG", "Moria"))
+            check.first_difference = f"{label}, request {index}: " + _request_difference(
+                captured.requests[index] if ours is not None else None,
+                replayed.requests[index] if theirs is not None else None, ours, theirs)
     for index, turn in enumerate(captured.turns):
         check.actions += 1
         moria_move = (turn.act.action.text,
@@ -407,7 +452,7 @@ async def run_check(balrog: str, envs: Sequence[str], strategies: Sequence[str],
     cases = {(env, strategy): EnvCheck(env, DEFAULT_TASKS[env], strategy)
              for env in envs for strategy in strategies}
     logs = log_dir or Path(tempfile.mkdtemp(prefix="moria-protocol-check-"))
-    with ScriptedModel() as model:
+    with ScriptedModel() as model, ScriptedModel() as balrog_model:
         async with LocalStack(list(envs), logs) as stack:
             for env, strategy, episode in _cases(envs, strategies, episodes):
                 task = DEFAULT_TASKS[env]
@@ -421,7 +466,10 @@ async def run_check(balrog: str, envs: Sequence[str], strategies: Sequence[str],
                     progress(f"  {env:<10} {strategy:<13} episode {episode}: not played: {exc}")
                     continue
                 replayed = await asyncio.to_thread(replay_balrog, source, spec, env, task,
-                                                   captured)
+                                                   captured, balrog_model)
+                if replayed.error:
+                    for check in (checks[env], cases[env, strategy]):
+                        check.error = check.error or f"{strategy}: {replayed.error}"
                 for check in (checks[env], cases[env, strategy]):
                     compare(check, f"{env} {strategy} episode {episode}", captured, replayed)
                 progress(f"  {env:<10} {strategy:<13} episode {episode} (seed "

@@ -99,7 +99,10 @@ async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> Non
     # BALROG's request: the instruction as a user message, the checkout's settings, no seed
     first = requests[0]
     assert first["messages"][0]["role"] == "user"
-    assert "STANDIN" in first["messages"][0]["content"]
+    # every content as BALROG's client sends it: a list of parts, the text part first
+    content = first["messages"][0]["content"]
+    assert [part["type"] for part in content] == ["text"]
+    assert "STANDIN" in content[0]["text"]
     assert (first["temperature"], first["max_tokens"]) == (0.5, 321)
     assert "seed" not in first
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())

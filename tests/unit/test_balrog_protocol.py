@@ -4,6 +4,7 @@ BALROG's module layout and placeholder text)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -215,22 +216,39 @@ async def test_every_balrog_strategy_plays_through_its_own_agent(agent_type: str
 # -- protocol-check's comparison
 
 
-def test_requests_compare_equal_across_content_encodings() -> None:
-    moria = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
-    balrog = {"model": "m", "max_tokens": 9,
-              "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
-    assert normalize_request(moria) == normalize_request(balrog)
-    assert normalize_request({**moria, "seed": 3}) != normalize_request(balrog)
+def _body(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def test_requests_are_equal_only_as_the_same_bytes() -> None:
+    parts = {"model": "m", "max_tokens": 9,
+             "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    as_string = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
+    assert normalize_request(as_string) == normalize_request(parts)  # the same content
+    same, form = EnvCheck("babyai", "goto"), EnvCheck("babyai", "goto")
+    compare(same, "babyai naive episode 0",
+            Captured([], [parts], ["x"], BABYAI, "go forward", raw_requests=[_body(parts)]),
+            Replayed(requests=[parts], raw_requests=[_body(parts)]))
+    assert (same.requests, same.requests_equal) == (1, 1) and same.passed
+    # a string content where BALROG sends parts: the same content, not the same request
+    compare(form, "babyai naive episode 0",
+            Captured([], [as_string], ["x"], BABYAI, "go forward",
+                     raw_requests=[_body(as_string)]),
+            Replayed(requests=[parts], raw_requests=[_body(parts)]))
+    assert (form.requests, form.requests_equal) == (1, 0) and not form.passed
+    assert "the bodies differ in form only" in form.first_difference
 
 
 def test_a_difference_is_counted_and_shown_as_a_diff() -> None:
     check = EnvCheck("babyai", "goto")
     ours = {"model": "m", "max_tokens": 9, "messages": [{"role": "system", "content": "rules"}]}
     theirs = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "rules"}]}
-    compare(check, "babyai naive episode 0", Captured([], [ours], ["x"], BABYAI, "go forward"),
-            Replayed(requests=[theirs]))
+    compare(check, "babyai naive episode 0",
+            Captured([], [ours], ["x"], BABYAI, "go forward", raw_requests=[_body(ours)]),
+            Replayed(requests=[theirs], raw_requests=[_body(theirs)]))
     assert (check.requests, check.requests_equal) == (1, 0)
     assert not check.passed
+    assert "the bodies differ in content" in check.first_difference
     assert '-   "role": "user"' in check.first_difference
     assert '+   "role": "system"' in check.first_difference
 
