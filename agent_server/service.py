@@ -348,6 +348,15 @@ class _Metered(Backend):
         with self._metrics.model_call(*self._labels):
             return await self.inner.complete(messages, params)
 
+    def can_create_as_sent(self) -> bool:
+        """As the wrapped backend."""
+        return self.inner.can_create_as_sent()
+
+    async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
+        """``inner.create_as_sent``, metered."""
+        with self._metrics.model_call(*self._labels):
+            return await self.inner.create_as_sent(kwargs)
+
     async def aclose(self) -> None:
         """Close the wrapped backend."""
         await self.inner.aclose()

@@ -345,25 +345,40 @@ class BalrogSource:
         return self.modules["client"].LLMResponse(**fields)
 
     def openai_client(self, config: Any, completions: Sequence[str], *,
-                      base_url: str | None = None) -> tuple[Any, Recorder]:
-        """BALROG's own ``OpenAIWrapper`` for ``config.client``. Without ``base_url``, its SDK
-        client is replaced by a :class:`Recorder` answering ``completions`` in order (no
-        network). With ``base_url``, its SDK client is the OpenAI SDK's own, sending to that
-        server (the bodies go over HTTP exactly as BALROG's client sends them; the recorder
-        then stays empty)."""
+                      base_url: str | None = None, transport: Any = None,
+                      ) -> tuple[Any, Recorder]:
+        """BALROG's own ``OpenAIWrapper`` for ``config.client``, its SDK client one of:
+
+        - ``transport``: an object with ``chat.completions.create(**kwargs)`` (Moria's backend
+          behind it, ``agent.protocol=balrog`` runs);
+        - ``base_url``: the OpenAI SDK's own client, sending to that server (the bodies go over
+          HTTP exactly as BALROG's client sends them; protocol-check's replay);
+        - neither: a :class:`Recorder` answering ``completions`` in order (no network).
+
+        With either of the first two, the wrapper retries as the checkout's config says
+        (``client.max_retries``; ``client.delay`` with a transport, no wait for the replay,
+        which answers at once); with the recorder it tries once. Returns the wrapper and the
+        recorder (empty unless it is the client)."""
         recorder = Recorder(completions)
+        retries = {"max_retries": 1, "delay": 0}
+        if transport is not None or base_url is not None:
+            retries = {"max_retries": int(config.client.get("max_retries", 5)),
+                       "delay": float(config.client.get("delay", 2)) if transport is not None
+                       else 0}
         client_config = types.SimpleNamespace(
             client_name="openai", model_id=str(config.client.get("model_id") or ""),
-            base_url=base_url, timeout=60, max_retries=1, delay=0,
+            base_url=base_url, timeout=int(config.client.get("timeout", 60)), **retries,
             generate_kwargs=dict(config.client.get("generate_kwargs") or {}),
             alternate_roles=bool(config.client.get("alternate_roles", False)))
         client = self.modules["client"].OpenAIWrapper(client_config)
-        if base_url is None:
-            client.client = recorder
-        else:
+        if transport is not None:
+            client.client = transport
+        elif base_url is not None:
             from openai import OpenAI
 
             client.client = OpenAI(api_key="protocol-check", base_url=base_url, max_retries=0)
+        else:
+            client.client = recorder
         client._initialized = True
         return client, recorder
 

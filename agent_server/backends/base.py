@@ -31,17 +31,12 @@ class GenerateParams:
     ``temperature`` None means the provider default. ``max_tokens`` bounds output tokens.
     ``choices``: when set and the backend supports it, the output is constrained to exactly one
     of these strings (grammar / guided decoding). ``extra`` is passed through to the provider.
-    ``wire``: the form of the request body. ``"moria"``: Moria's own (a message without images
-    has a string content). ``"balrog"``: the body BALROG's OpenAI client sends, to the byte
-    (every content a list of parts, built by the OpenAI SDK's ``chat.completions.create`` from
-    BALROG's keyword arguments; the OpenAI-compatible backend only, never streamed).
     """
 
     temperature: float | None = 1.0
     max_tokens: int = 4096
     choices: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    wire: Literal["moria", "balrog"] = "moria"
 
 
 @dataclass
@@ -138,6 +133,19 @@ class Backend(abc.ABC):
         endpoint to ask (in-process models). Never raises for an endpoint failure."""
         return None
 
+    def can_create_as_sent(self) -> bool:
+        """True when ``create_as_sent`` works: the backend calls an OpenAI-compatible endpoint
+        through the OpenAI SDK."""
+        return False
+
+    async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
+        """One ``chat.completions.create(**kwargs)`` with the keyword arguments another client
+        built (BALROG's ``OpenAIWrapper`` under ``agent.protocol=balrog``), the body built from
+        them by the OpenAI SDK. Returns the SDK's response object and its ``Completion``.
+        Raises ``BackendError`` (also when the backend has no such call: see
+        ``can_create_as_sent``)."""
+        raise BackendError(f"{self.name}: no OpenAI SDK call to make", provider=self.name)
+
 
 class ConcurrencyLimited(Backend):
     """A backend with at most ``limit`` calls in flight (``client.max_concurrency`` per
@@ -169,6 +177,24 @@ class ConcurrencyLimited(Backend):
             self.in_flight -= 1
             self._slots.release()
 
+    def can_create_as_sent(self) -> bool:
+        """As the wrapped backend."""
+        return self.inner.can_create_as_sent()
+
+    async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
+        """``inner.create_as_sent`` once a slot is free."""
+        self.waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.in_flight += 1
+        try:
+            return await self.inner.create_as_sent(kwargs)
+        finally:
+            self.in_flight -= 1
+            self._slots.release()
+
     async def aclose(self) -> None:
         """Close the wrapped backend."""
         await self.inner.aclose()
@@ -183,6 +209,25 @@ def prompt_bytes(messages: list[ChatMessage]) -> int:
         size += _utf8_size(message.content)
         if message.images:
             size += sum(map(len, message.images))
+    return size
+
+
+def wire_prompt_bytes(messages: list[dict[str, Any]]) -> int:
+    """``prompt_bytes`` of chat messages in OpenAI's wire form (a string content, or parts: a
+    text part counts its UTF-8 bytes, an image part the bytes its base64 data URL decodes to,
+    three quarters of its length)."""
+    size = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            size += _utf8_size(content)
+            continue
+        for part in content or []:
+            if part.get("type") == "text":
+                size += _utf8_size(str(part.get("text", "")))
+            elif part.get("type") == "image_url":
+                url = str(part.get("image_url", {}).get("url", ""))
+                size += len(url.split(",", 1)[-1]) * 3 // 4
     return size
 
 
@@ -209,13 +254,24 @@ class PromptCapped(Backend):
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
         """``inner.complete`` when the prompt fits. Raises ``BackendError`` (not retryable)
         when it does not, and what ``inner`` raises."""
-        size = prompt_bytes(messages)
+        self._check(prompt_bytes(messages))
+        return await self.inner.complete(messages, params)
+
+    def _check(self, size: int) -> None:
         if size > self.limit:
             raise BackendError(
                 f"prompt of {size} bytes exceeds client.max_prompt_bytes={self.limit}; lower "
                 "agent.max_text_history / max_image_history or raise the cap",
                 provider=self.provider)
-        return await self.inner.complete(messages, params)
+
+    def can_create_as_sent(self) -> bool:
+        """As the wrapped backend."""
+        return self.inner.can_create_as_sent()
+
+    async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
+        """``inner.create_as_sent`` when the prompt fits (``wire_prompt_bytes``)."""
+        self._check(wire_prompt_bytes(list(kwargs.get("messages") or [])))
+        return await self.inner.create_as_sent(kwargs)
 
     async def aclose(self) -> None:
         """Close the wrapped backend."""

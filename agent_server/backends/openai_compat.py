@@ -135,26 +135,6 @@ def to_openai_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return out
 
 
-def balrog_wire_messages(messages: list[ChatMessage], alternate_roles: bool,
-                         ) -> list[dict[str, Any]]:
-    """The messages as BALROG's OpenAI client sends them (``agent.protocol=balrog``): every
-    content a list of parts, the text part first (even when empty), then one ``image_url``
-    part per image; with ``alternate_roles``, a message of the same role as the one before
-    adds its parts to that message. The wire format of BALROG's ``OpenAIWrapper``
-    (``balrog/client.py``)."""
-    out: list[dict[str, Any]] = []
-    for msg in messages:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": msg.content}]
-        parts += [{"type": "image_url", "image_url": {
-            "url": "data:image/png;base64," + base64.b64encode(png).decode("ascii")}}
-            for png in msg.images]
-        if alternate_roles and out and out[-1]["role"] == msg.role:
-            out[-1]["content"].extend(parts)
-        else:
-            out.append({"role": msg.role, "content": parts})
-    return out
-
-
 def _field(obj: Any, name: str) -> Any:
     """Field ``name`` of a reply part, whether it is decoded JSON (a dict: the non-streaming
     reply) or an SDK model (a streamed chunk, whose undeclared fields sit in ``model_extra``);
@@ -246,36 +226,32 @@ class OpenAICompatBackend(Backend):
         Raises ``BackendError``: fail-fast on 4xx (401/403: "bad API key for <provider>"),
         ``retryable=True`` once retries are spent.
         """
-        if params.wire == "balrog":
-            created = self._balrog_kwargs(messages, params)
-            return await complete_with_retries(
-                lambda: self._create(created), self._client_cfg, self.name,
-                classify=self._classify)
         request = self._request(messages, params)
         return await complete_with_retries(
             lambda: self._attempt(request), self._client_cfg, self.name, classify=self._classify
         )
 
-    def _balrog_kwargs(self, messages: list[ChatMessage], params: GenerateParams,
-                       ) -> dict[str, Any]:
-        """The keyword arguments BALROG's OpenAI client gives ``chat.completions.create``:
-        messages, model, max_tokens, and temperature unless it is None (extra provider keys
-        go in ``extra_body``, after them)."""
-        kwargs: dict[str, Any] = {
-            "messages": balrog_wire_messages(messages, self._client_cfg.alternate_roles),
-            "model": self.model, "max_tokens": params.max_tokens}
-        if params.temperature is not None:
-            kwargs["temperature"] = params.temperature
-        if params.extra:
-            kwargs["extra_body"] = dict(params.extra)
-        return kwargs
+    def can_create_as_sent(self) -> bool:
+        """True: the calls go through the OpenAI SDK."""
+        return True
 
-    async def _create(self, kwargs: dict[str, Any]) -> Completion:
-        """One call through the SDK's ``chat.completions.create``, which builds the body from
-        ``kwargs`` as it does for BALROG's client (its own key order and transforms)."""
-        async with asyncio.timeout(self._client_cfg.timeout):
-            response = await self._sdk.chat.completions.create(**kwargs)
-        return self._parse(response.model_dump())
+    async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
+        """One ``chat.completions.create(**kwargs)`` through the SDK, with the keyword arguments
+        as another client built them (BALROG's ``OpenAIWrapper``, ``agent.protocol=balrog``):
+        the SDK builds the body from them as it does for that client. Retried like
+        ``complete`` (429/5xx, timeouts). Returns the SDK's response object and its
+        ``Completion``. Raises ``BackendError`` as ``complete`` does."""
+        sent: list[Any] = []
+
+        async def attempt() -> Completion:
+            async with asyncio.timeout(self._client_cfg.timeout):
+                response = await self._sdk.chat.completions.create(**kwargs)
+            sent.append(response)
+            return self._parse(response.model_dump())
+
+        completion = await complete_with_retries(attempt, self._client_cfg, self.name,
+                                                 classify=self._classify)
+        return sent[-1], completion
 
     def _request(self, messages: list[ChatMessage], params: GenerateParams) -> dict[str, Any]:
         """The chat-completions request body (extra provider keys merged in, as the SDK's

@@ -142,3 +142,52 @@ async def test_failed_candidates_keep_the_extracted_answer_as_balrog_does(
     assert [s["raw_completion"] for s in episode["steps"]] == ["dance, 42!"] * 2
     # the stand-in's naive agent keeps the letters and spaces of the answer (its extraction)
     assert episode["failed_candidates"] == ["dance "] * 2
+
+
+def _strict_standin(tmp_path: Path) -> Path:
+    """A copy of the stand-in whose OpenAI client raises on an empty answer (as BALROG's
+    feat/robust_retry branch does, after its retries)."""
+    import shutil
+
+    root = tmp_path / "strict"
+    shutil.copytree(STANDIN, root / STANDIN.name,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    client = root / STANDIN.name / "balrog" / "client.py"
+    text = client.read_text()
+    marker = "        choice = response.choices[0]\n"
+    assert marker in text
+    client.write_text(text.replace(marker, marker + (
+        "        if not choice.message.content:\n"
+        "            raise RuntimeError('Empty content in response')\n")))
+    return root / STANDIN.name
+
+
+async def test_a_client_that_gives_up_is_reported_never_a_traceback(tmp_path: Path) -> None:
+    strict = _strict_standin(tmp_path)
+    # protocol-check (its own process: one BALROG source per process): the adversarial
+    # answers include an empty one
+    code, out, err = await moria("protocol-check", "--balrog", str(strict), "--env", "babyai",
+                                 "--strategy", "naive", "--max-steps", "14", "--json",
+                                 cwd=tmp_path)
+    assert code == 1 and "Traceback" not in err, err[-3000:]
+    result = json.loads(out)
+    assert result["status"] == "failed"
+    error = result["envs"]["babyai"]["error"]
+    # Moria's player runs the checkout's client too, which gives up on the empty answer
+    assert error == ("naive: the player failed: BALROG's client gave up: RuntimeError: Empty "
+                     "content in response"), error
+    # a run (its own local stack, which takes the checkout's path): BALROG's client makes the
+    # call and gives up, so the episode is an agent error
+    with FakeOpenAI(reply="") as model:
+        code, _, err = await moria(
+            "eval", "agent.protocol=balrog", f"agent.balrog_source={strict}",
+            "client.client_name=vllm", f"client.base_url={model.base_url}",
+            "client.model_id=m", "envs.names=babyai",
+            "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
+            "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=2", "--no-progress",
+            f"eval.output_dir={tmp_path / 'out'}", cwd=tmp_path)
+    assert code == 1, err[-3000:]
+    episode = json.loads(next((tmp_path / "out").glob("babyai/*/*_run_00.json")).read_text())
+    assert episode["end_reason"] == "agent_error"
+    assert "BALROG's client gave up: RuntimeError: Empty content in response" in episode["error"]
+    assert "Traceback" not in err
