@@ -54,7 +54,8 @@ class StepRecord(_Record):
     ``valid`` is False). ``feedback`` is the env's word on the action as the player is shown it
     at its next turn (why an answer was invalid; "" when there is none, or when
     ``eval.feedback_on_invalid_action`` is off). ``reward``/``done`` are the env's answer to
-    this step. Token counts are
+    this step. ``progression`` is the env's progression once the step was applied (in [0, 1];
+    None in files written before the field). Token counts are
     this turn's usage; ``latency_s`` is the policy's answer time in seconds. ``model`` is the
     player that answered (``"<client_name>/<model_id>"``, or the strategy name for non-LLM
     players); ``stop_reason`` the normalised stop reason of its model call (``stop``,
@@ -72,6 +73,7 @@ class StepRecord(_Record):
     reasoning: str = ""
     reward: float = 0.0
     done: bool = False
+    progression: float | None = Field(default=None, ge=0.0, le=1.0)
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cached_input_tokens: int = Field(default=0, ge=0)

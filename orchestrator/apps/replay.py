@@ -9,9 +9,10 @@ as the run opened it (``orchestrator.core.episode.open_env``: the same task, see
 step cap), then every recorded env step is applied with the applied actions of its seats.
 
 ``--verify`` compares, step by step, what each seat saw (the observation text), the reward and
-the done flag each seat got, then the step count and, for an episode that ended normally, the
-final progression; the first difference names its step, seat and field. The policy side is
-not replayed: completions and prompts are what the record says.
+the done flag each seat got and the progression after the step (when the record has it), then
+the step count and, for an episode that ended normally, the final progression; the first
+difference names its step, seat and field. The policy side is not replayed: completions and
+prompts are what the record says.
 
 Results: per episode ``verified``, ``differs``, ``replayed`` (no ``--verify``) or
 ``not_replayable`` (with the reason); a run directory gets ``replay.json`` with the counts.
@@ -232,6 +233,8 @@ def _observation_difference(step: int, seats: list[StepRecord],
 
 def _transition_difference(step: int, seats: list[StepRecord], response: Any
                            ) -> Difference | None:
+    progression = (response.episode_end.progression if response.HasField("episode_end")
+                   else response.progression)
     for seat in seats:
         agent = response.agents.get(seat.agent_id)
         if agent is None:
@@ -242,6 +245,10 @@ def _transition_difference(step: int, seats: list[StepRecord], response: Any
         done = agent.terminated or agent.truncated
         if done != seat.done:
             return Difference(step, seat.agent_id, "done", _quote(seat.done), _quote(done))
+        if seat.progression is not None and _differs(seat.progression,
+                                                     min(1.0, max(0.0, progression))):
+            return Difference(step, seat.agent_id, "progression", _quote(seat.progression),
+                              _quote(progression))
     return None
 
 

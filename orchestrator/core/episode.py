@@ -146,7 +146,8 @@ class Seat:
 class Turn:
     """One seat's move in one env step: the observation it acted on, the policy's Act and,
     once the env applied it, the seat's transition (None when the step never happened because
-    a player failed) and the feedback on its action its player is shown next turn."""
+    a player failed), the feedback on its action its player is shown next turn, and the env's
+    progression once the step was applied."""
 
     seat: Seat
     observation: types_pb2.Observation
@@ -154,6 +155,7 @@ class Turn:
     step: int
     result: env_pb.AgentStep | None = None
     feedback: str = ""
+    progression: float | None = None
 
 
 class EpisodeDriver:
@@ -289,6 +291,8 @@ class EpisodeDriver:
             self.error = response.episode_end.detail
         elif not self.next_agents:
             self.end_reason = "truncated"
+        for turn in turns:
+            turn.progression = min(1.0, max(0.0, self.progression))
         return turns
 
     def _keep_alive(self, owner: EnvSession | PlayStream, idle_timeout_s: float) -> None:
@@ -445,6 +449,7 @@ def _step_record(turn: Turn) -> StepRecord:
         action=result.action_result.applied_action.text,
         valid=result.action_result.valid, feedback=turn.feedback, reasoning=act.reasoning,
         reward=result.reward, done=result.terminated or result.truncated,
+        progression=turn.progression,
         input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,
         cached_input_tokens=act.usage.cached_input_tokens,
         reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s),

@@ -89,6 +89,10 @@ def test_episode_page_steps_through_frames_with_the_keyboard(
         page.keyboard.press("Home")
         assert label.inner_text().startswith("step 0 of ")
         assert "goal:" in page.locator(".summary").inner_text()
+        assert page.locator(".curve-label").inner_text() == "PROGRESSION %"  # upper-cased label
+        page.keyboard.press("End")
+        page.keyboard.press("ArrowLeft")  # the last step: the bot reached the goal
+        assert "progression 100.0%" in page.locator(".turn").first.inner_text()
 
 
 def test_compare_page_and_one_seed_side_by_side(runs: tuple[Path, Path], page: Any) -> None:

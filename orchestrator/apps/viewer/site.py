@@ -233,7 +233,8 @@ class Site:
                 "agent_id": s.agent_id, "observation": _cut(s.observation),
                 "raw_completion": _cut(s.raw_completion), "reasoning": _cut(s.reasoning),
                 "action": _cut(s.action), "valid": s.valid, "feedback": _cut(s.feedback),
-                "reward": s.reward, "done": s.done, "input_tokens": s.input_tokens,
+                "reward": s.reward, "done": s.done, "progression": s.progression,
+                "input_tokens": s.input_tokens,
                 "output_tokens": s.output_tokens, "latency_s": s.latency_s,
                 "model": s.model, "cost_usd": self.prices.cost(s.model, usage) if s.model
                 else None, "prompt": prompts.get(f"{s.step}/{s.agent_id}")})

@@ -129,8 +129,25 @@ function turnView(turn) {
       el("span", {class: "verdict " + verdict, text: " " + verdict})),
     block("feedback shown to the model", turn.feedback, "feedback"),
     el("div", {class: "facts", text:
-      `reward ${turn.reward} · tokens ${turn.input_tokens} in / ${turn.output_tokens} out · ` +
+      `reward ${turn.reward}` +
+      (turn.progression === null ? "" : ` · progression ${pct(turn.progression)}%`) +
+      ` · tokens ${turn.input_tokens} in / ${turn.output_tokens} out · ` +
       `latency ${turn.latency_s.toFixed(2)} s · cost ${money(turn.cost_usd)}`}));
+}
+
+// The episode's progression after each step when the record has it (runs since the field),
+// else the cumulative reward: {label, points: [[steps taken, value]]}.
+function curveData(pane) {
+  const known = pane.timeline.some((entry) => entry.turns.some((t) => t.progression !== null));
+  let value = 0;
+  const points = [[0, 0]];
+  for (const entry of pane.timeline) {
+    for (const turn of entry.turns) {
+      value = known ? (turn.progression ?? value) : value + turn.reward;
+    }
+    if (entry.turns.length) points.push([entry.step + 1, known ? 100 * value : value]);
+  }
+  return {label: known ? "progression %" : "cumulative reward", points};
 }
 
 function rewardCurve(pane) {
@@ -139,12 +156,7 @@ function rewardCurve(pane) {
   svg.setAttribute("viewBox", "0 0 300 60");
   svg.setAttribute("preserveAspectRatio", "none");
   svg.setAttribute("class", "curve");
-  let total = 0;
-  const points = [[0, 0]];
-  for (const entry of pane.timeline) {
-    for (const turn of entry.turns) total += turn.reward;
-    points.push([entry.step + 1, total]);
-  }
+  const {label, points} = curveData(pane);
   const xs = points.map((p) => p[0]);
   const ys = points.map((p) => p[1]);
   const [x0, x1] = [Math.min(...xs), Math.max(...xs, 1)];
@@ -159,7 +171,7 @@ function rewardCurve(pane) {
   marker.setAttribute("y1", "0");
   marker.setAttribute("y2", "60");
   svg.append(line, marker);
-  return {svg, move: (step) => {
+  return {svg, label, move: (step) => {
     marker.setAttribute("x1", String(sx(step)));
     marker.setAttribute("x2", String(sx(step)));
   }};
@@ -222,7 +234,7 @@ function setupEpisodePage() {
     const curve = rewardCurve(pane);
     const turns = el("div", {class: "turns"});
     const node = el("div", {class: "pane"}, paneSummary(pane),
-      el("div", {class: "label", text: "cumulative reward"}), curve.svg,
+      el("div", {class: "label curve-label", text: curve.label}), curve.svg,
       el("div", {class: "body"}, el("div", {class: "visual"}, image, noFrame), turns));
     container.append(node);
     return {pane, image, noFrame, turns, curve};
