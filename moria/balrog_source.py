@@ -360,14 +360,14 @@ class BalrogSource:
         which answers at once); with the recorder it tries once. Returns the wrapper and the
         recorder (empty unless it is the client)."""
         recorder = Recorder(completions)
-        retries = {"max_retries": 1, "delay": 0}
+        max_retries, delay = 1, 0.0
         if transport is not None or base_url is not None:
-            retries = {"max_retries": int(config.client.get("max_retries", 5)),
-                       "delay": float(config.client.get("delay", 2)) if transport is not None
-                       else 0}
+            max_retries = int(config.client.get("max_retries", 5))
+            delay = float(config.client.get("delay", 2)) if transport is not None else 0.0
         client_config = types.SimpleNamespace(
             client_name="openai", model_id=str(config.client.get("model_id") or ""),
-            base_url=base_url, timeout=int(config.client.get("timeout", 60)), **retries,
+            base_url=base_url, timeout=int(config.client.get("timeout", 60)),
+            max_retries=max_retries, delay=delay,
             generate_kwargs=dict(config.client.get("generate_kwargs") or {}),
             alternate_roles=bool(config.client.get("alternate_roles", False)))
         client = self.modules["client"].OpenAIWrapper(client_config)
