@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -163,8 +165,9 @@ class ConcurrencyLimited(Backend):
         self.waiting = 0
         self._slots = asyncio.Semaphore(limit)
 
-    async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
-        """``inner.complete`` once a slot is free. Raises what ``inner`` raises."""
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """Hold one of the ``limit`` slots (``waiting`` while queued, ``in_flight`` after)."""
         self.waiting += 1
         try:
             await self._slots.acquire()
@@ -172,10 +175,15 @@ class ConcurrencyLimited(Backend):
             self.waiting -= 1
         self.in_flight += 1
         try:
-            return await self.inner.complete(messages, params)
+            yield
         finally:
             self.in_flight -= 1
             self._slots.release()
+
+    async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
+        """``inner.complete`` once a slot is free. Raises what ``inner`` raises."""
+        async with self._slot():
+            return await self.inner.complete(messages, params)
 
     def can_create_as_sent(self) -> bool:
         """As the wrapped backend."""
@@ -183,17 +191,8 @@ class ConcurrencyLimited(Backend):
 
     async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
         """``inner.create_as_sent`` once a slot is free."""
-        self.waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
-        self.in_flight += 1
-        try:
+        async with self._slot():
             return await self.inner.create_as_sent(kwargs)
-        finally:
-            self.in_flight -= 1
-            self._slots.release()
 
     async def aclose(self) -> None:
         """Close the wrapped backend."""

@@ -72,19 +72,26 @@ async def test_eval_with_balrog_protocol_and_no_source_stops_before_any_episode(
     assert not list((tmp_path / "out").glob("babyai/**/*.json"))
 
 
-async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> None:
-    # the agent server offers the checkouts of a folder (--balrog-sources); the run names one
+async def _balrog_run(tmp_path: Path, model: FakeOpenAI, steps: int) -> tuple[int, str]:
+    """A one-episode BabyAI run under the stand-in's protocol, on servers that offer the
+    stand-in's folder (--balrog-sources) by name; returns (exit code, stderr)."""
     offered = ServerFiles({"balrog_source": STANDIN.parent})
+    async with env_server() as env, policy_server(files=offered) as pol:
+        code, _, err = await moria(
+            "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN.name}",
+            "client.client_name=vllm", f"client.base_url={model.base_url}",
+            "client.model_id=m", "envs.names=babyai",
+            "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
+            "eval.num_episodes.babyai=1", f"eval.max_steps_per_episode={steps}",
+            "--no-progress", f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol),
+            cwd=tmp_path)
+    return code, err
+
+
+async def test_a_balrog_protocol_run_records_its_protocol(tmp_path: Path) -> None:
     with FakeOpenAI(reply="turn left") as model:
-        async with env_server() as env, policy_server(files=offered) as pol:
-            code, _, err = await moria(
-                "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN.name}",
-                "client.client_name=vllm", f"client.base_url={model.base_url}",
-                "client.model_id=m", "envs.names=babyai",
-                "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
-                "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=3", "--no-progress",
-                f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol), cwd=tmp_path)
-            requests = [r.json for r in model.requests if r.path.endswith("/chat/completions")]
+        code, err = await _balrog_run(tmp_path, model, 3)
+        requests = [r.json for r in model.requests if r.path.endswith("/chat/completions")]
     assert code == 0, err[-3000:]
     episode = json.loads(next((tmp_path / "out").glob("babyai/*/*_run_00.json")).read_text())
     protocol = episode["protocol"]
@@ -127,16 +134,8 @@ def test_json_output_is_the_json_document_alone(tmp_path: Path) -> None:
 
 async def test_failed_candidates_keep_the_extracted_answer_as_balrog_does(
         tmp_path: Path) -> None:
-    offered = ServerFiles({"balrog_source": STANDIN.parent})
     with FakeOpenAI(reply="dance, 42!") as model:
-        async with env_server() as env, policy_server(files=offered) as pol:
-            code, _, err = await moria(
-                "eval", "agent.protocol=balrog", f"agent.balrog_source={STANDIN.name}",
-                "client.client_name=vllm", f"client.base_url={model.base_url}",
-                "client.model_id=m", "envs.names=babyai",
-                "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
-                "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=2", "--no-progress",
-                f"eval.output_dir={tmp_path / 'out'}", *servers(env, pol), cwd=tmp_path)
+        code, err = await _balrog_run(tmp_path, model, 2)
     assert code == 0, err[-3000:]
     episode = json.loads(next((tmp_path / "out").glob("babyai/*/*_run_00.json")).read_text())
     assert [s["raw_completion"] for s in episode["steps"]] == ["dance, 42!"] * 2
