@@ -418,12 +418,13 @@ def _plan(env_target: str, policy_target: str) -> EpisodePlan:
 
 async def test_a_model_slower_than_the_idle_timeouts_still_finishes_its_episode(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both servers end streams silent for 1 s; every model call takes 2.5 s. The env session
-    waits through each call and the Play stream through each env step: pings keep them."""
+    """Both servers end streams silent for 2 s; every model call takes 5 s. The env session
+    waits through each call and the Play stream through each env step: pings keep them (every
+    0.5 s: the slack leaves room for a loaded machine's late timers)."""
     pings = _PingCounter(monkeypatch, target=1)
-    with FakeOpenAI("turn left", latency=2.5) as fake:
-        async with env_server(idle_timeout_s=1.0) as env, \
-                _policy(idle_timeout_s=1.0) as (pol, _):
+    with FakeOpenAI("turn left", latency=5.0) as fake:
+        async with env_server(idle_timeout_s=2.0) as env, \
+                _policy(idle_timeout_s=2.0) as (pol, _):
             record = await run_episode(_plan(env.target, pol),
                                        _spec(fake, "eval.max_steps_per_episode=2"))
         calls = len(fake.requests)
@@ -436,9 +437,9 @@ async def test_a_driver_waiting_between_commands_keeps_its_streams(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The llm-worker drives an episode one command at a time and may wait long between them:
     the driver pings the env session and the Play stream meanwhile (8 pings each at a quarter
-    of the 1 s idle timeout: twice the timeout passes), and the next step still plays."""
+    of the 2 s idle timeout: twice the timeout passes), and the next step still plays."""
     pings = _PingCounter(monkeypatch, target=8)
-    async with env_server(idle_timeout_s=1.0) as env, _policy(idle_timeout_s=1.0) as (pol, _):
+    async with env_server(idle_timeout_s=2.0) as env, _policy(idle_timeout_s=2.0) as (pol, _):
         spec = load_spec(None, ["agent.type=dummy", "eval.max_steps_per_episode=3"])
         driver = EpisodeDriver(_plan(env.target, pol), spec)
         try:
