@@ -70,6 +70,9 @@ def find_runs(paths: list[Path]) -> list[Path]:
     no run at all."""
     found: list[Path] = []
     for path in paths:
+        if not path.exists():
+            raise ResultsError(f"{path} does not exist: give results directories of moria eval "
+                               "(default: results)")
         if _is_run(path):
             found.append(path)
             continue
