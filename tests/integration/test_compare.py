@@ -11,10 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from rich.console import Console
-from scipy import stats
 
 from moria.results import load_run
 from orchestrator.apps import cli
@@ -64,6 +62,9 @@ def _cli(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 def test_paired_figures_match_scipy_on_the_same_pairs(
         runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np  # scipy imported here: every pytest worker imports every test module
+    from scipy import stats
+
     a, b = runs
     code, out = _cli("compare", str(a), str(b), "--json", capsys=capsys)
     assert code == 0, out

@@ -9,8 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from inspect_ai.analysis import samples_df
-from inspect_ai.log import read_eval_log
 from rich.console import Console
 
 from orchestrator.apps import cli
@@ -36,6 +34,10 @@ async def _run(out: Path) -> None:
 
 def test_inspect_reads_back_the_runs_episodes_and_scores(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # imported here: inspect_ai is heavy, and every pytest worker imports every test module
+    from inspect_ai.analysis import samples_df
+    from inspect_ai.log import read_eval_log
+
     run, out = tmp_path / "run", tmp_path / "inspect"
     asyncio.run(_run(run))
     summary = json.loads((run / "summary.json").read_text())

@@ -418,13 +418,13 @@ def _plan(env_target: str, policy_target: str) -> EpisodePlan:
 
 async def test_a_model_slower_than_the_idle_timeouts_still_finishes_its_episode(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both servers end streams silent for 2 s; every model call takes 5 s. The env session
+    """Both servers end streams silent for 3 s; every model call takes 7 s. The env session
     waits through each call and the Play stream through each env step: pings keep them (every
-    0.5 s: the slack leaves room for a loaded machine's late timers)."""
+    0.75 s: the slack leaves room for a loaded machine's late timers and collector pauses)."""
     pings = _PingCounter(monkeypatch, target=1)
-    with FakeOpenAI("turn left", latency=5.0) as fake:
-        async with env_server(idle_timeout_s=2.0) as env, \
-                _policy(idle_timeout_s=2.0) as (pol, _):
+    with FakeOpenAI("turn left", latency=7.0) as fake:
+        async with env_server(idle_timeout_s=3.0) as env, \
+                _policy(idle_timeout_s=3.0) as (pol, _):
             record = await run_episode(_plan(env.target, pol),
                                        _spec(fake, "eval.max_steps_per_episode=2"))
         calls = len(fake.requests)
