@@ -161,19 +161,49 @@ def _differs(a: float, b: float) -> bool:
     return not math.isclose(a, b, rel_tol=0.0, abs_tol=TOLERANCE)
 
 
-async def replay_episode(path: Path, env_target: str, *, verify: bool,
+@dataclass(frozen=True)
+class Recorded:
+    """One episode file as read: its path, its record and the spec of its run (None when the
+    episode is not replayable: ``refusal`` says why)."""
+
+    path: Path
+    record: EpisodeRecord
+    spec: RunSpec | None
+
+
+def read_recorded(files: list[Path]) -> list[Recorded]:
+    """Read each episode file once, and each run's spec once for its replayable episodes.
+    Raises ReplayError naming a file that is no episode or a run without its spec."""
+    specs: dict[Path, RunSpec] = {}
+    out = []
+    for path in files:
+        try:
+            record = read_episode(path)
+        except (OSError, ValueError) as exc:
+            summary = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ReplayError(f"{path} is no episode file: {summary}") from None
+        spec = None
+        if not refusal(record):
+            run_dir = path.resolve().parents[2]
+            if run_dir not in specs:
+                specs[run_dir] = run_spec_of(path)
+            spec = specs[run_dir]
+        out.append(Recorded(path, record, spec))
+    return out
+
+
+async def replay_episode(recorded: Recorded, env_target: str, *, verify: bool,
                          frames: bool) -> EpisodeReplay:
-    """Replay the episode of ``path`` on the env server at ``env_target``.
+    """Replay one recorded episode on the env server at ``env_target``.
 
     With ``verify``, stops at the first difference (``differs``). With ``frames``, writes
     every frame into the episode's frame folder and names it in the episode JSON. Raises
-    ReplayError (no run spec), OSError, and the Env server's errors (grpc.aio.AioRpcError).
+    OSError and the Env server's errors (grpc.aio.AioRpcError).
     """
-    record = read_episode(path)
+    path, record, spec = recorded.path, recorded.record, recorded.spec
     reason = refusal(record)
-    if reason:
+    if reason or spec is None:
         return EpisodeReplay(str(path), "not_replayable", reason=reason)
-    spec = run_spec_of(path)
     plan = EpisodePlan(run_id=record.run_id, env=record.env, task=record.task,
                        episode_index=record.episode_index, seed=record.seed,
                        env_target=env_target, policy_target="")
@@ -270,30 +300,30 @@ def _name_frames(path: Path, recorder: FrameRecorder) -> None:
     atomic_write_text(path, dumps(doc, indent=2) + "\n")
 
 
-async def replay_files(files: list[Path], env_endpoint: str, *, verify: bool, frames: bool,
-                       log_dir: Path, console: Console) -> ReplaySummary:
-    """Replay ``files`` in order on ``env_endpoint`` (empty: an env server started for them,
-    its log under ``log_dir``), printing one line per episode."""
+async def replay_files(episodes: list[Recorded], env_endpoint: str, *, verify: bool,
+                       frames: bool, log_dir: Path, console: Console) -> ReplaySummary:
+    """Replay ``episodes`` in order on ``env_endpoint`` (empty: an env server started for
+    them, its log under ``log_dir``), printing one line per episode."""
     summary = ReplaySummary()
-    records = {path: read_episode(path) for path in files}
-    families = sorted({r.env for r in records.values() if not refusal(r)})
+    families = sorted({e.record.env for e in episodes if e.spec is not None})
     try:
         if env_endpoint or not families:
-            await _replay_all(files, env_endpoint, verify, frames, summary, console)
+            await _replay_all(episodes, env_endpoint, verify, frames, summary, console)
         else:
             async with LocalStack(families, log_dir, with_agent=False) as stack:
-                await _replay_all(files, stack.env_target, verify, frames, summary, console)
+                await _replay_all(episodes, stack.env_target, verify, frames, summary,
+                                  console)
     finally:
         await close_channels()
     return summary
 
 
-async def _replay_all(files: list[Path], target: str, verify: bool, frames: bool,
+async def _replay_all(episodes: list[Recorded], target: str, verify: bool, frames: bool,
                       summary: ReplaySummary, console: Console) -> None:
-    for path in files:
-        result = await replay_episode(path, target, verify=verify, frames=frames)
+    for recorded in episodes:
+        result = await replay_episode(recorded, target, verify=verify, frames=frames)
         summary.episodes.append(result)
-        line = f"{result.status}: {escape(str(path))}"
+        line = f"{result.status}: {escape(str(recorded.path))}"
         if result.difference is not None:
             line += f" (first difference: {escape(result.difference.describe())})"
         elif result.reason:
@@ -326,11 +356,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         targets = [episode_files(t) for t in args.target]
         files = [f for _, fs in targets for f in fs]
-        for path in files:
-            if not refusal(read_episode(path)):
-                run_spec_of(path)
+        episodes = read_recorded(files)
         log_dir = (targets[0][0] or files[0].resolve().parents[2]) / "logs"
-        summary = asyncio.run(replay_files(files, args.env_endpoint, verify=args.verify,
+        summary = asyncio.run(replay_files(episodes, args.env_endpoint, verify=args.verify,
                                            frames=args.frames, log_dir=log_dir,
                                            console=console))
     except (ReplayError, OSError) as exc:

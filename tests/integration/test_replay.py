@@ -168,3 +168,8 @@ def test_melting_pot_and_bad_input_are_refused(
     shutil.copy(path, lone)
     code, out = _replay(str(lone), "--verify", capsys=capsys)
     assert code == 2 and "cannot read the run spec" in out, out
+    broken = tmp_path / "run" / "babyai" / "t" / "t_run_00.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text('{"task": ')
+    code, out = _replay(str(broken), capsys=capsys)
+    assert code == 2 and f"{broken} is no episode file" in out, out
