@@ -2,6 +2,9 @@
 
     moria eval [--config FILE.yaml] [--suite balrog] [KEY=VALUE ...]
                                                       run (or resume) an evaluation
+    moria plan [--config FILE.yaml] [--suite balrog] [KEY=VALUE ...]
+                                                      estimate its calls, tokens, time and cost
+                                                      (also moria eval --dry-run); sends nothing
     moria harness --domain balrog_<env> --run_id ID [--num_samples N] [KEY=VALUE ...]
                                                       the MOSAIC domain-harness form of eval
     moria report DIR | --dname DIR [--domain D]       print the table, write report.json and
@@ -121,6 +124,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     except (SpecError, ValueError) as exc:
         console.print(error_line(exc))
         return 2
+    if getattr(args, "dry_run", False):
+        from orchestrator.apps.plan import plan_command
+
+        return plan_command(spec, args, console)
     if getattr(args, "remote", None):
         from orchestrator.apps.remote import eval_remote
 
@@ -243,6 +250,22 @@ def _domain_envs(domain: str) -> list[str]:
     if domain not in domains:
         raise ValueError(f"unknown domain {domain!r}; allowed: {', '.join(domains)}")
     return domains[domain]
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """``moria plan``: the spec as ``moria eval`` reads it, estimated
+    (``orchestrator.apps.plan``)."""
+    from orchestrator.apps.plan import plan_command
+    from orchestrator.plan.spec import SpecError, load_spec
+
+    console = stderr_console()
+    try:
+        spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
+                                       *args.overrides])
+    except (SpecError, ValueError) as exc:
+        console.print(error_line(exc))
+        return 2
+    return plan_command(spec, args, console)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -403,9 +426,27 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --remote: TLS, trusting this CA for the orchestrator")
     ev.add_argument("--remote-token-env", metavar="NAME",
                     help="with --remote: send the bearer token held by variable NAME")
+    ev.add_argument("--dry-run", action="store_true",
+                    help="print what the run would cost (as `moria plan`) and run nothing: no "
+                         "request to a provider, no result directory")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                     help="BALROG-style overrides, e.g. eval.num_episodes.babyai=2")
     ev.set_defaults(func=_cmd_eval)
+
+    from orchestrator.apps.plan import add_plan_flags
+
+    pl = sub.add_parser("plan", help="estimate a run's model calls, tokens, wall time and cost "
+                        "from its real first prompts; sends nothing to a provider")
+    pl.add_argument("--config", type=Path, help="YAML or JSON run spec")
+    pl.add_argument("--suite", choices=sorted(SUITES),
+                    help="a named suite: balrog = all six BALROG envs, 255 episodes")
+    pl.add_argument("--vlm", action="store_true",
+                    help="vision mode: send the env's frames (agent.max_image_history=1)")
+    pl.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_plan_flags(pl)
+    pl.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                    help="the run's overrides, as for moria eval")
+    pl.set_defaults(func=_cmd_plan)
 
     hv = sub.add_parser("harness", help="MOSAIC domain-harness form of eval (./outputs/ID)")
     hv.add_argument("--domain", required=True,
