@@ -44,6 +44,13 @@ from agent_server.backends.base import (
     PromptCapped,
     TokenUsage,
 )
+from agent_server.backends.limits import (
+    BudgetRefused,
+    EndpointRateLimit,
+    EpisodeLimits,
+    Limited,
+    TokenBound,
+)
 from agent_server.strategies import STRATEGIES, create_strategy, registry_facts
 from agent_server.strategies.base import Strategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
@@ -232,6 +239,8 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         self.idle_timeout_s = idle_timeout_s
         self.active = 0
         self._backends: dict[str, Backend] = {}
+        self._rate_limits: dict[tuple[str, float | None, float | None],
+                                EndpointRateLimit] = {}
         #: held while a backend is built, so concurrent Begins build each one once
         self._building = asyncio.Lock()
         #: read once: package versions and the strategy registry cannot change under a
@@ -252,9 +261,7 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
         ``client.max_concurrency`` in-flight calls. Episodes with the same endpoint and model
         share it, so the limit is per endpoint (``client.max_prompt_bytes`` is applied per
         episode, by ``PromptCapped`` around it). Raises ``BackendError``."""
-        key = json.dumps(client.model_dump(mode="json",
-                                           exclude={"generate_kwargs", "max_prompt_bytes"}),
-                         sort_keys=True)
+        key = _endpoint_key(client)
         backend = self._backends.get(key)
         if backend is not None:
             return backend
@@ -270,6 +277,20 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
                 self._backends[key] = backend
                 gc_tuning.freeze()  # a provider SDK imported for it is most of the heap
         return backend
+
+    def rate_limit_for(self, client: ClientConfig) -> EndpointRateLimit | None:
+        """The shared rate limit of ``client``'s endpoint and model under its
+        ``max_requests_per_minute`` / ``max_tokens_per_minute`` (created on first use); None
+        when neither is set."""
+        if client.max_requests_per_minute is None and client.max_tokens_per_minute is None:
+            return None
+        key = (_endpoint_key(client), client.max_requests_per_minute,
+               client.max_tokens_per_minute)
+        limit = self._rate_limits.get(key)
+        if limit is None:
+            limit = self._rate_limits[key] = EndpointRateLimit(client.max_requests_per_minute,
+                                                               client.max_tokens_per_minute)
+        return limit
 
     async def aclose(self) -> None:
         """Release every backend."""
@@ -319,6 +340,18 @@ class PolicyServicer(pol_grpc.PolicyServiceServicer):
 #: The packages whose installed versions ``GetInfo`` reports (model SDKs and gRPC).
 VERSIONED_PACKAGES = ("llama_cpp_python", "openai", "anthropic", "google-genai", "vllm",
                       "grpcio")
+
+
+def _endpoint_key(client: ClientConfig) -> str:
+    """The settings that make one shared backend: all but the per-episode ones (generation
+    settings, the prompt cap) and the rate limits (``PolicyServicer.rate_limit_for``)."""
+    return json.dumps(client.model_dump(mode="json", exclude=PER_EPISODE_CLIENT_FIELDS),
+                      sort_keys=True)
+
+
+#: ``ClientConfig`` fields applied per episode or per limit, not per shared backend.
+PER_EPISODE_CLIENT_FIELDS: set[str] = {"generate_kwargs", "max_prompt_bytes",
+                                       "max_requests_per_minute", "max_tokens_per_minute"}
 
 
 def _component_versions() -> dict[str, str]:
@@ -376,6 +409,9 @@ class _PlayStream:
         self.strategy_name = ""
         self.claimed = False
         self.peer = ""
+        self.limits: EpisodeLimits | None = None
+        #: one reservation round trip at a time (a strategy may call in parallel)
+        self._reserving = asyncio.Lock()
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
         """End the stream with ``code`` and ``message`` (cut by ``bounded_message``), its
@@ -451,6 +487,8 @@ class _PlayStream:
         except ValueError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad agent_config: {exc}")
         self.uses_backend = _uses_backend(agent)
+        self.model = (f"{client.client_name}/{client.model_id or 'default'}"
+                      if self.uses_backend else agent.type)
         backend: Backend | None = None
         if self.uses_backend:
             problem = missing_api_key(client)
@@ -459,9 +497,12 @@ class _PlayStream:
             try:
                 # the episode's prompts are checked against its cap before they wait for a
                 # slot of the shared backend (never closed through this wrapper)
-                backend = PromptCapped(await self.server.backend_for(client),
-                                       client.max_prompt_bytes,
-                                       provider=client.client_name)
+                capped = PromptCapped(await self.server.backend_for(client),
+                                      client.max_prompt_bytes, provider=client.client_name)
+                self.limits = EpisodeLimits(
+                    client, self.model, rate_limit=self.server.rate_limit_for(client),
+                    ask=self._reserve if begin.reserve_calls else None)
+                backend = Limited(capped, self.limits)
             except BackendError as exc:
                 await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         space = begin.action_space
@@ -478,12 +519,35 @@ class _PlayStream:
             self.strategy = await asyncio.to_thread(create_strategy, ctx, backend)
         except ValueError as exc:
             await self.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        self.model = (f"{client.client_name}/{client.model_id or 'default'}"
-                      if self.uses_backend else agent.type)
         self.strategy_name = agent.type
         return pol_pb.PlayResponse(ready=pol_pb.Ready(
             strategy=agent.type, model=self.model, idle_timeout_s=self.server.idle_timeout_s,
             protocol=protocol_message(self.strategy.protocol())))
+
+    async def _reserve(self, model: str, bound: TokenBound) -> tuple[bool, str]:
+        """Ask the client to reserve a call's worst case (Begin.reserve_calls): send
+        ``reserve``, answer pings meanwhile, return the grant's (granted, reason). A client
+        that hangs up refuses; any other request ends the stream (FAILED_PRECONDITION)."""
+        async with self._reserving:
+            await self.context.write(pol_pb.PlayResponse(reserve=pol_pb.Reserve(
+                model=model, input_tokens=bound.input_tokens,
+                output_tokens=bound.output_tokens)))
+            while True:
+                request = await self.read()
+                if request is grpc.aio.EOF:
+                    return False, "the client hung up before granting the model call"
+                kind = request.WhichOneof("request")
+                if kind == "grant":
+                    return request.grant.granted, bounded_message(request.grant.reason)
+                if kind == "ping":
+                    await self.context.write(pol_pb.PlayResponse(pong=pol_pb.Pong()))
+                    continue
+                await self.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                 f"'{kind}' while a model call waited for its grant: "
+                                 "expected grant or ping")
+
+    def _waited(self) -> float:
+        return self.limits.take_waited() if self.limits is not None else 0.0
 
     async def _turns(self) -> None:
         while True:
@@ -523,12 +587,14 @@ class _PlayStream:
         try:
             decision = await self.strategy.act(turn)
         except BackendError as exc:
-            code = (grpc.StatusCode.UNAVAILABLE if exc.retryable
-                    else grpc.StatusCode.FAILED_PRECONDITION).value[0]
+            status = (grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, BudgetRefused)
+                      else grpc.StatusCode.UNAVAILABLE if exc.retryable
+                      else grpc.StatusCode.FAILED_PRECONDITION)
             log.warning("model call failed for good: %s", exc)
-            return pol_pb.Act(error=types_pb2.Status(code=code,
+            return pol_pb.Act(error=types_pb2.Status(code=status.value[0],
                                                       message=bounded_message(str(exc))),
-                              latency_s=time.perf_counter() - started, model=self.model)
+                              latency_s=time.perf_counter() - started, model=self.model,
+                              rate_limit_wait_s=self._waited())
         calls = 1 if self.uses_backend else 0
         self.total.add(decision.usage)
         self.calls += calls
@@ -537,7 +603,8 @@ class _PlayStream:
                           usage=_usage_proto(decision.usage, calls),
                           latency_s=decision.latency_s or (time.perf_counter() - started),
                           stop_reason=decision.stop_reason, attempts=decision.attempts,
-                          prompt_json=decision.prompt_json, model=self.model)
+                          prompt_json=decision.prompt_json, model=self.model,
+                          rate_limit_wait_s=self._waited())
 
 
 def _first_info(begin: pol_pb.Begin) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 import grpc
@@ -130,14 +130,30 @@ class StreamClosedError(RuntimeError):
     """The server ended a stream without answering a request."""
 
 
+#: ``interim(response)`` -> the request that answers it, or None when ``response`` is the
+#: answer itself (see ``_Lockstep.request``).
+Interim = Callable[[Any], Awaitable[Any | None]]
+
+
 class _Lockstep:
-    """A bidi call where each write is answered by exactly one read."""
+    """A bidi call where each write is answered by exactly one read (and any interim
+    exchanges the server starts before that answer: ``request``'s ``interim``)."""
 
     def __init__(self, call: Any):
         self._call = call
         self.closed = False
 
-    async def request(self, message: Any) -> Any:
+    async def request(self, message: Any, interim: Interim | None = None) -> Any:
+        """Write ``message`` and return its answer. With ``interim``, each response read is
+        first given to it: when it returns a request, that request is written and the next
+        response read (a Play stream's ``reserve`` answered by a ``grant``)."""
+        response = await self._exchange(message)
+        if interim is not None:
+            while (reply := await interim(response)) is not None:
+                response = await self._exchange(reply)
+        return response
+
+    async def _exchange(self, message: Any) -> Any:
         try:
             await self._call.write(message)
         except asyncio.InvalidStateError:
@@ -197,11 +213,12 @@ class KeptAlive(_Lockstep):
         self._last = time.monotonic()
         self._task: asyncio.Task[None] | None = asyncio.create_task(self._beat())
 
-    async def request(self, message: Any) -> Any:
-        """Send ``message`` when no other request is in flight; returns its answer."""
+    async def request(self, message: Any, interim: Interim | None = None) -> Any:
+        """Send ``message`` when no other request is in flight; returns its answer (the
+        interim exchanges, see ``_Lockstep.request``, inside the same turn)."""
         async with self._lock:
             try:
-                return await super().request(message)
+                return await super().request(message, interim)
             finally:
                 self._last = time.monotonic()
 
@@ -346,9 +363,21 @@ class PlayStream:
         resp = await self._stream.request(pol_pb.PlayRequest(begin=begin))
         return resp.ready
 
-    async def observe(self, observe: pol_pb.Observe) -> pol_pb.Act:
-        """One turn: observation in, decision out (check ``Act.error``)."""
-        resp = await self._stream.request(pol_pb.PlayRequest(observe=observe))
+    async def observe(self, observe: pol_pb.Observe,
+                      grant: Callable[[pol_pb.Reserve], Awaitable[pol_pb.Grant]] | None = None,
+                      ) -> pol_pb.Act:
+        """One turn: observation in, decision out (check ``Act.error``). ``grant`` answers
+        each ``reserve`` the server sends before a model call (``Begin.reserve_calls``); a
+        server that sends one to a client without ``grant`` is refused."""
+
+        async def interim(response: pol_pb.PlayResponse) -> pol_pb.PlayRequest | None:
+            if response.WhichOneof("response") != "reserve":
+                return None
+            answer = (await grant(response.reserve) if grant is not None else pol_pb.Grant(
+                granted=False, reason="this client keeps no cost ledger (reserve_calls unset)"))
+            return pol_pb.PlayRequest(grant=answer)
+
+        resp = await self._stream.request(pol_pb.PlayRequest(observe=observe), interim)
         return resp.act
 
     async def end(self, episode_end: types_pb2.EpisodeEnd) -> pol_pb.Ended | None:

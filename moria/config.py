@@ -157,6 +157,20 @@ class ClientConfig(_Strict):
         "episode ends as agent_error saying so (lower agent.max_text_history / "
         "max_image_history, or raise this cap).",
     )
+    max_requests_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        description="Model calls per minute to this endpoint, shared by every episode on one "
+        "agent server (a run over N agent servers gives each 1/N); a 429 pauses every call to "
+        "the endpoint for its retry-after. None: no limit.",
+    )
+    max_tokens_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens per minute to this endpoint, counted before each call as "
+        "providers count them (the prompt's estimate, a quarter of its text bytes, plus "
+        "max_tokens), shared as max_requests_per_minute. None: no limit.",
+    )
 
     @field_validator("client_name", mode="before")
     @classmethod

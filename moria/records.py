@@ -11,6 +11,8 @@ End reasons (``EpisodeRecord.end_reason``):
 - ``agent_error`` / ``env_error`` / ``cancelled``: an infrastructure fault, a policy that could
   not answer, or a cancelled run. They are reported separately, never averaged, and re-run on
   resume.
+- ``budget_exhausted``: the run's cost cap (``eval.max_cost_usd``) refused the episode's next
+  model call. Like the failures: not scored, re-run on resume (with a higher cap).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: All values ``EpisodeRecord.end_reason`` may take.
-EndReason = Literal["terminated", "truncated", "agent_error", "env_error", "cancelled"]
+EndReason = Literal["terminated", "truncated", "agent_error", "env_error", "cancelled",
+                    "budget_exhausted"]
 
 END_REASONS: Final[tuple[str, ...]] = (
     "terminated",
@@ -29,11 +32,16 @@ END_REASONS: Final[tuple[str, ...]] = (
     "agent_error",
     "env_error",
     "cancelled",
+    "budget_exhausted",
 )
 #: End reasons whose episodes are scored (progression averages) and count as completed on resume.
 SCORED_END_REASONS: Final[frozenset[str]] = frozenset({"terminated", "truncated"})
 #: End reasons whose episodes are re-run on resume and excluded from progression averages.
-RERUN_END_REASONS: Final[frozenset[str]] = frozenset({"agent_error", "env_error", "cancelled"})
+RERUN_END_REASONS: Final[frozenset[str]] = frozenset({"agent_error", "env_error", "cancelled",
+                                                     "budget_exhausted"})
+#: The failed end reasons in the order reports list them.
+FAILED_END_REASONS: Final[tuple[str, ...]] = tuple(
+    r for r in END_REASONS if r in RERUN_END_REASONS)
 
 #: The protocol of an episode whose ``protocol`` names none (every result older than the field).
 DEFAULT_PROTOCOL: Final[str] = "moria"
@@ -82,6 +90,9 @@ class StepRecord(_Record):
     model: str = ""
     stop_reason: str = ""
     attempts: int = Field(default=0, ge=0)
+    rate_limit_wait_s: float = Field(
+        default=0.0, ge=0.0,
+        description="seconds the turn's model calls waited on the client's rate limits")
 
 
 class EpisodeRecord(_Record):

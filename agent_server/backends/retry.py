@@ -43,6 +43,7 @@ from tenacity import (
 )
 
 from agent_server.backends.base import BackendError, Completion
+from agent_server.backends.limits import CallScope, current_call
 from moria.config import ClientConfig
 from moria.metrics import note_model_retry
 
@@ -310,7 +311,13 @@ async def call_with_retries(
     at once. A first attempt that raises ``TransientError`` hands that failure to the tenacity
     loop as the loop's own first attempt, so waits, logs, retry counts and the exhaustion
     message are those of a loop that made it.
+
+    Within a call's ``agent_server.backends.limits.CallScope`` (a policy server's rate limits),
+    every attempt first waits for the endpoint's limit, and a 429 pauses the endpoint.
     """
+    scope = current_call.get()
+    if scope is not None:
+        attempt = _limited(attempt, scope)
     try:
         return await attempt(), 1
     except TransientError as failure:
@@ -325,6 +332,21 @@ async def call_with_retries(
         return await attempt()
 
     return await _retry_loop(replayed, client, provider)
+
+
+def _limited(attempt: Callable[[], Awaitable[T]], scope: CallScope,
+             ) -> Callable[[], Awaitable[T]]:
+    """``attempt`` passing ``scope``'s rate limit first and reporting a 429 back to it."""
+
+    async def limited() -> T:
+        await scope.before_attempt()
+        try:
+            return await attempt()
+        except TransientError as failure:
+            scope.after_failure(failure.status, failure.retry_after)
+            raise
+
+    return limited
 
 
 async def _retry_loop(

@@ -264,6 +264,8 @@ class RunEntry:
     summary: dict[str, Any] = field(default_factory=dict)
     episodes_total: int = 0
     done_keys: set[tuple[str, str, int]] | None = None
+    #: the newest ``budget`` event of a capped run (``CostLedger.snapshot``)
+    budget: dict[str, Any] = field(default_factory=dict)
     handle: _ThreadRun | None = None
     interrupted: bool = False
     task: asyncio.Task[None] | None = None
@@ -495,6 +497,8 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
         if event.kind == "step":
             return
         payload = dict(event.fields)
+        if event.kind == "budget":
+            entry.budget = payload
         if event.kind == "episode_finished" and event.episode is not None:
             record = event.episode
             fields = record.summary_fields()
@@ -640,6 +644,11 @@ class OrchestratorServicer(pb_grpc.OrchestratorServiceServicer):
                      created_at=entry.created_at, updated_at=entry.updated_at,
                      last_sequence=entry.events.last_sequence, output_dir=str(entry.directory),
                      version=self._versions(entry))
+        budget = entry.budget or entry.summary.get("budget") or {}
+        if budget:
+            run.budget.CopyFrom(pb.Budget(
+                max_cost_usd=budget["max_cost_usd"], spent_usd=budget["spent_usd"],
+                reserved_usd=budget["reserved_usd"], refused_calls=budget["refused_calls"]))
         if with_spec:
             run.spec.CopyFrom(to_struct(entry.spec))
         return run

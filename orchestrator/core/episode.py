@@ -46,6 +46,7 @@ from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy_config import agent_settings, client_settings
 from moria.prompting import protocol_dict
 from moria.records import EndReason, EpisodeRecord, StepRecord
+from orchestrator.core.budget import CostLedger
 from orchestrator.plan.spec import RunSpec
 from orchestrator.report.accounting import add_usage
 from orchestrator.store.demos import (
@@ -62,6 +63,7 @@ _END_REASONS: dict[Any, EndReason] = {
     types_pb2.END_REASON_AGENT_ERROR: "agent_error",
     types_pb2.END_REASON_ENV_ERROR: "env_error",
     types_pb2.END_REASON_CANCELLED: "cancelled",
+    types_pb2.END_REASON_BUDGET_EXHAUSTED: "budget_exhausted",
 }
 
 #: Status codes that mean "the server, not the episode, is the problem".
@@ -140,6 +142,8 @@ class Seat:
     label: str = ""
     idle_timeout_s: float = 0.0
     protocol: dict[str, Any] = field(default_factory=dict)
+    #: why the run's cost cap refused this seat's last model call ("" when it did not)
+    budget_refusal: str = ""
 
 
 @dataclass
@@ -179,10 +183,12 @@ class EpisodeDriver:
     """
 
     def __init__(self, plan: EpisodePlan, spec: RunSpec, *,
-                 model_slots: asyncio.Semaphore | None = None) -> None:
+                 model_slots: asyncio.Semaphore | None = None,
+                 ledger: CostLedger | None = None) -> None:
         self.plan = plan
         self.spec = spec
         self.model_slots = model_slots
+        self.ledger = ledger
         self.session = EnvClient(plan.env_target).session()
         self.seats: list[Seat] = []
         self.next_agents: list[str] = []
@@ -222,7 +228,8 @@ class EpisodeDriver:
             async with asyncio.timeout(deadline):
                 opened = await open_env(self.session, self.plan, self.spec)
                 self._keep_alive(self.session, opened.idle_timeout_s)
-                await _begin_policies(opened, self.plan, self.spec, self.seats)
+                await _begin_policies(opened, self.plan, self.spec, self.seats,
+                                      reserve_calls=self.ledger is not None)
                 for seat in self.seats:
                     self._keep_alive(seat.stream, seat.idle_timeout_s)
         except TimeoutError:
@@ -254,14 +261,15 @@ class EpisodeDriver:
 
     async def _step(self) -> list[Turn]:
         acting = [s for s in self.seats if s.agent_id in self.next_agents]
-        acts = await asyncio.gather(*(_decide(s, self.num_steps, self.model_slots)
+        acts = await asyncio.gather(*(_decide(s, self.num_steps, self.model_slots, self.ledger)
                                       for s in acting))
         turns = [Turn(seat, seat.observation, act, self.num_steps)
                  for seat, act in zip(acting, acts, strict=True)]
         failed = next((t for t in turns if t.act.error.code != 0), None)
         if failed is not None:
-            self.end_reason = "agent_error"
-            self.error = failed.act.error.message
+            refusal = failed.seat.budget_refusal
+            self.end_reason = "budget_exhausted" if refusal else "agent_error"
+            self.error = refusal or failed.act.error.message
             return turns
         response = await call_server(self.session.step,
                                {t.seat.agent_id: t.act.action for t in turns}, server="env")
@@ -353,7 +361,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                       model_slots: asyncio.Semaphore | None = None,
                       on_step: StepCallback | None = None,
                       on_start: StartCallback | None = None,
-                      frames: FrameRecorder | None = None) -> EpisodeRecord:
+                      frames: FrameRecorder | None = None,
+                      ledger: CostLedger | None = None) -> EpisodeRecord:
     """Play one episode to its end and return its record.
 
     ``model_slots`` bounds in-flight model calls on the policy endpoint; ``await on_step(plan,
@@ -364,10 +373,12 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     (``eval.save_images``; the record names its folder). Each step has
     ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
     ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
+    ``ledger``: the run's cost cap (``orchestrator.core.budget``; None: no cap); a model call
+    it refuses ends the episode as ``budget_exhausted``.
     Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
     """
     started_wall, started = datetime.now(UTC), time.perf_counter()
-    driver = EpisodeDriver(plan, spec, model_slots=model_slots)
+    driver = EpisodeDriver(plan, spec, model_slots=model_slots, ledger=ledger)
     kept = _Collected(keep_steps=spec.eval.save_trajectories)
     ending: str | None = None
     late = ""
@@ -406,7 +417,8 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     return EpisodeRecord(
         run_id=plan.run_id, env=plan.env, task=plan.task, episode_index=plan.episode_index,
         seed=plan.seed, end_reason=end_reason,
-        error=late or (driver.error if end_reason == "agent_error" else ""),
+        error=late or (driver.error if end_reason in ("agent_error", "budget_exhausted")
+                       else ""),
         done=end_reason in ("terminated", "truncated"),
         episode_return=sum(driver.returns.values()), num_steps=driver.num_steps,
         progression=min(1.0, max(0.0, progression)), stats=metrics,
@@ -453,7 +465,8 @@ def _step_record(turn: Turn) -> StepRecord:
         input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,
         cached_input_tokens=act.usage.cached_input_tokens,
         reasoning_tokens=act.usage.reasoning_tokens, latency_s=max(0.0, act.latency_s),
-        model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts))
+        model=act.model, stop_reason=act.stop_reason, attempts=max(0, act.attempts),
+        rate_limit_wait_s=max(0.0, act.rate_limit_wait_s))
 
 
 def protocol_record(seats: list[Seat], env: str, strategy: str) -> dict[str, Any]:
@@ -571,9 +584,10 @@ async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec) 
 
 
 async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,
-                          seats: list[Seat]) -> None:
+                          seats: list[Seat], *, reserve_calls: bool = False) -> None:
     """Begin one Play stream per seat, appending each to ``seats`` as soon as it is open (so
-    the caller ends the ones already begun when a later one fails).
+    the caller ends the ones already begun when a later one fails). ``reserve_calls``: the
+    seats that call a model reserve each call first (the run's cost cap).
 
     Raises PlayerSetupError when a policy rejects its seat's Begin."""
     demos = plan.demonstrations
@@ -587,8 +601,8 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
         stream = PolicyClient(plan.seat_policy_targets.get(agent_id, plan.policy_target)).play()
         agent, client = spec.seat(agent_id)
         settings = agent_settings(agent), client_settings(client)  # only the fields set
-        seats.append(Seat(agent_id, stream, start, start.observation,
-                           uses_model=agent.type not in NON_MODEL_AGENT_TYPES))
+        uses_model = agent.type not in NON_MODEL_AGENT_TYPES
+        seats.append(Seat(agent_id, stream, start, start.observation, uses_model=uses_model))
         try:
             ready = await call_server(stream.begin, pol_pb.Begin(
                 episode_id=plan.begin_id,
@@ -596,7 +610,8 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                 action_space=start.action_space, agent=settings[0], client=settings[1],
                 seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
                 record_prompts=spec.eval.save_prompts, demonstrations=demos,
-                observation=start.observation), server="policy")
+                observation=start.observation, reserve_calls=reserve_calls and uses_model),
+                server="policy")
         except EpisodeSetupError as exc:
             raise PlayerSetupError(f"the player of {agent_id} ({agent.type}) cannot start: "
                                    f"{exc}") from None
@@ -631,14 +646,31 @@ def policy_action_result(result: types_pb2.ActionResult, feedback_on_invalid_act
 
 
 async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,
-                  ) -> pol_pb.Act:
+                  ledger: CostLedger | None = None) -> pol_pb.Act:
     observe = pol_pb.Observe(observation=seat.observation, step=step)
     if seat.last_result is not None:
         observe.last_action_result.CopyFrom(seat.last_result)
     if model_slots is None or not seat.uses_model:
-        return await call_server(seat.stream.observe, observe, server="policy")
+        return await _observe(seat, observe, ledger)
     async with model_slots:
+        return await _observe(seat, observe, ledger)
+
+
+async def _observe(seat: Seat, observe: pol_pb.Observe, ledger: CostLedger | None,
+                   ) -> pol_pb.Act:
+    """One Observe -> Act of ``seat``, its model calls reserved on ``ledger`` (when given and
+    the seat calls a model); a refusal is kept in ``seat.budget_refusal``."""
+    if ledger is None or not seat.uses_model:
         return await call_server(seat.stream.observe, observe, server="policy")
+    turn = ledger.turn()
+    try:
+        act = await call_server(seat.stream.observe, observe, turn.grant, server="policy")
+    except BaseException:
+        turn.abandon()
+        raise
+    turn.settle(act)
+    seat.budget_refusal = turn.refused if act.error.code else ""
+    return act
 
 
 async def _finish(session: EnvSession, seats: list[Seat], end_reason: str,

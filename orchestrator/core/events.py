@@ -18,6 +18,9 @@ Kinds, with their fields (JSON-ready values):
 - ``episode_retried``: ``env``, ``task``, ``episode_index``, ``error``, ``env_server``,
   ``policy_server``;
 - ``episode_finished``: ``RunEvent.episode`` holds the finished (or failed) episode's record;
+- ``budget`` (runs with ``eval.max_cost_usd``, after each ``episode_finished``):
+  ``max_cost_usd``, ``spent_usd``, ``reserved_usd``, ``refused_calls``, ``granted_calls``
+  (``orchestrator.core.budget.CostLedger.snapshot``);
 - ``run_finished``: ``ran``, ``skipped``, ``average_progress``, ``outcome``.
 """
 
@@ -32,10 +35,11 @@ from typing import Any, Final, Literal, TypeAlias
 from moria.records import EpisodeRecord, StepRecord
 
 EventKind: TypeAlias = Literal["run_started", "episode_started", "step", "episode_retried",
-                               "episode_finished", "run_finished"]
+                               "episode_finished", "budget", "run_finished"]
 #: Every kind a runner emits, in the order of a run's life.
 EVENT_KINDS: Final[tuple[str, ...]] = ("run_started", "episode_started", "step",
-                                       "episode_retried", "episode_finished", "run_finished")
+                                       "episode_retried", "episode_finished", "budget",
+                                       "run_finished")
 
 
 @dataclass(frozen=True)

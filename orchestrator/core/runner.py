@@ -35,6 +35,7 @@ from rich.console import Console
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
+from moria.config import NON_MODEL_AGENT_TYPES, ClientConfig
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.families import server_environment
 from moria.files import atomic_write_text, remove_stale_temp_files
@@ -42,6 +43,7 @@ from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.quoting import quote_names
 from moria.records import EndReason, EpisodeRecord, StepRecord
 from moria.strategies import strategy_facts
+from orchestrator.core.budget import BUDGET_FILE, CostLedger, usd
 from orchestrator.core.episode import (
     EpisodePlan,
     EpisodeSetupError,
@@ -58,7 +60,7 @@ from orchestrator.core.sinks import EpisodeFilesSink, ProgressSink, TelemetrySin
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.seeds import derive_seed
 from orchestrator.plan.spec import RunSpec, SpecError
-from orchestrator.report.accounting import PriceError, prices_for
+from orchestrator.report.accounting import PriceError, PriceTable, prices_for
 from orchestrator.report.outcome import RunVerdict, verdict_from_summary
 from orchestrator.report.summary import summarize
 from orchestrator.store.demos import MissingDemonstrationsError, check_demonstrations
@@ -224,6 +226,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         prices = prices_for(spec.eval.prices)
     except PriceError as exc:
         raise PreflightError(str(exc)) from None
+    spec = split_rate_limits(spec, len(targets[1]))
+    ledger = _cost_ledger(spec, prices, out)
     versions = await _preflight(spec, targets[0], targets[1])
     await _check_env_options(spec, run_id, todo(), env_targets, policy_target, demos)
     _write_run_metadata(out, run_id, spec, versions)
@@ -231,6 +235,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
     await _note_peer_caps(spec, targets, console)
     outcome = RunOutcome(run_id=run_id, output_dir=out, summary={}, skipped=skipped)
     with TelemetryWriter(out, run_id) as telemetry, ProgressSink(console, show_progress) as bar:
+        if ledger is not None:
+            bar.tally.budget_status = ledger.status
         events = EventStream([EpisodeFilesSink(out), TelemetrySink(telemetry), bar, *sinks])
         await events.emit("run_started", planned=spec.episode_count(), skipped=skipped,
                           run_seed=spec.eval.seed,
@@ -265,12 +271,14 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         async def worker() -> None:
             while (queued := next_episode()) is not None:
                 record = await _attempt(queued, servers, spec, model_slots, on_step, events,
-                                        retries, on_fault, on_start, frames_for)
+                                        retries, on_fault, on_start, frames_for, ledger)
                 plan = queued.plan
                 step_caps.pop((plan.env, plan.task, plan.episode_index), None)
                 if record is None:
                     continue  # re-queued
                 await events.emit("episode_finished", episode=record)
+                if ledger is not None:
+                    await events.emit("budget", **ledger.snapshot())
                 outcome.ran += 1
 
         await _run_workers([worker() for _ in range(spec.eval.num_workers)], watchdog)
@@ -278,6 +286,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                                     planned=spec.episodes(),
                                     extra={"run_id": run_id, "run_seed": spec.eval.seed,
                                            "versions": versions,
+                                           **({"budget": ledger.snapshot()} if ledger else {}),
                                            "env_kwargs": {env: spec.envs.kwargs_for(env)
                                                           for env in spec.envs.env_list}})
         outcome.verdict = verdict_from_summary(outcome.summary)
@@ -285,6 +294,54 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                           average_progress=outcome.summary.get("average_progress"),
                           outcome=outcome.summary.get("outcome"))
     return outcome
+
+
+def _cost_ledger(spec: RunSpec, prices: PriceTable, out: Path) -> CostLedger | None:
+    """The run's ledger under ``eval.max_cost_usd`` (None without a cap), continuing the
+    spending saved in ``out`` by an earlier invocation. Raises PreflightError when a seat's
+    model has no price (a cap cannot bound it) or the saved ledger cannot be read."""
+    cap = spec.eval.max_cost_usd
+    if cap is None:
+        return None
+    unpriced = sorted({f"{client.client_name}/{client.model_id or 'default'}"
+                       for agent, client in spec.seat_configs()
+                       if agent.type not in NON_MODEL_AGENT_TYPES
+                       and prices.price_for(f"{client.client_name}/"
+                                            f"{client.model_id or 'default'}") is None})
+    if unpriced:
+        raise PreflightError(
+            f"eval.max_cost_usd is set but {', '.join(unpriced)} has no price in "
+            f"{prices.source}, so no call of it can be bounded: add the model to the price "
+            "table (eval.prices) or run without a cap")
+    try:
+        ledger = CostLedger(cap, prices, out / BUDGET_FILE)
+    except ValueError as exc:
+        raise PreflightError(str(exc)) from None
+    if ledger.spent_usd >= cap:
+        raise PreflightError(
+            f"eval.max_cost_usd {usd(cap)} is already spent by this run's earlier "
+            f"invocations ({usd(ledger.spent_usd)}, {out / BUDGET_FILE}): resume with a "
+            "higher cap")
+    return ledger
+
+
+def split_rate_limits(spec: RunSpec, policy_replicas: int) -> RunSpec:
+    """``spec`` with each client's ``max_requests_per_minute`` and ``max_tokens_per_minute``
+    divided by ``policy_replicas`` (each policy server enforces its own share of the run's
+    limit); ``spec`` itself when there is one replica or no limit."""
+    if policy_replicas <= 1:
+        return spec
+
+    def share(client: ClientConfig) -> ClientConfig:
+        updates = {name: value / policy_replicas
+                   for name in ("max_requests_per_minute", "max_tokens_per_minute")
+                   if (value := getattr(client, name)) is not None}
+        return client.model_copy(update=updates) if updates else client
+
+    players = {agent_id: player.model_copy(update={"client": share(player.client)})
+               if player.client is not None else player
+               for agent_id, player in spec.players.items()}
+    return spec.model_copy(update={"client": share(spec.client), "players": players})
 
 
 def _frame_recorder(out: Path, plan: EpisodePlan) -> FrameRecorder:
@@ -328,6 +385,7 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                    on_fault: Callable[[], None] | None,
                    on_start: StartCallback | None = None,
                    frames_for: Callable[[EpisodePlan], FrameRecorder] | None = None,
+                   ledger: CostLedger | None = None,
                    ) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or
     None when an infrastructure fault re-queued it (same seed, a new session). ``frames_for``
@@ -352,7 +410,8 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
         try:
             record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step,
                                        on_start=on_start,
-                                       frames=frames_for(plan) if frames_for else None)
+                                       frames=frames_for(plan) if frames_for else None,
+                                       ledger=ledger)
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
             return record
         except InfrastructureFault as exc:

@@ -121,7 +121,8 @@ class ProgressSink:
             step = event.step
             self.tally.step(key, step.step, input_tokens=step.input_tokens,
                             output_tokens=step.output_tokens, valid=step.valid,
-                            cap=int(fields.get("max_steps") or 0))
+                            cap=int(fields.get("max_steps") or 0),
+                            rate_limit_wait_s=step.rate_limit_wait_s)
             self.lines.line("running")
         elif event.kind == "episode_retried":
             self.tally.episode_retried(key)

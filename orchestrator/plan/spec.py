@@ -122,6 +122,13 @@ class EvalConfig(_Strict):
                      "to "
                     "the orchestrator service takes an inline table or a file name under the "
                     "service's --prices-dir")
+    max_cost_usd: float | None = Field(
+        default=None, gt=0,
+        description="hard cap on the run's model spending, US dollars (priced with "
+                    "eval.prices): each model call's worst case is reserved before it is sent "
+                    "and a call that would pass the cap is not sent; its episode ends as "
+                    "budget_exhausted (not scored; played by a resume with a higher cap). "
+                    "Unset: no cap")
     num_samples: int | None = Field(
         default=None, ge=1,
         description="cap on episodes per env for development runs (the MOSAIC harness's "

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from moria.records import FAILED_END_REASONS
 from moria.results import Run
 from orchestrator.report.summary import compute_summary
 from orchestrator.suites.balrog import PUBLISHED
@@ -24,7 +25,7 @@ from orchestrator.suites.balrog import PUBLISHED
 #: The z of a 95% normal interval.
 Z_95: Final = 1.959963984540054
 #: The end reasons counted as failed episodes.
-FAILED_REASONS: Final = ("agent_error", "env_error", "cancelled")
+FAILED_REASONS: Final = FAILED_END_REASONS
 
 
 @dataclass

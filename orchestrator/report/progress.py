@@ -119,6 +119,10 @@ class StepTally:
     output_tokens: int = 0
     actions: int = 0
     invalid_actions: int = 0
+    #: Seconds agent turns waited on the client's rate limits (summed over turns).
+    rate_limit_wait_s: float = 0.0
+    #: The cost ledger's part of the status (``CostLedger.status``); None: the run has no cap.
+    budget_status: Callable[[], str] | None = None
     _running: dict[EpisodeKey, int] = field(default_factory=dict)
     _caps: dict[EpisodeKey, int] = field(default_factory=dict)
     _largest_cap: int = 0
@@ -134,9 +138,12 @@ class StepTally:
         self._running[key] = 0
 
     def step(self, key: EpisodeKey, index: int, *, input_tokens: int = 0,
-             output_tokens: int = 0, valid: bool = True, cap: int = 0) -> None:
+             output_tokens: int = 0, valid: bool = True, cap: int = 0,
+             rate_limit_wait_s: float = 0.0) -> None:
         """One agent turn of episode ``key`` at env step ``index`` (0-based); ``cap``: the
-        episode's step cap as the env announced it (0: not known)."""
+        episode's step cap as the env announced it (0: not known); ``rate_limit_wait_s``: what
+        the turn's model calls waited on rate limits."""
+        self.rate_limit_wait_s += rate_limit_wait_s
         self._running[key] = max(self._running.get(key, 0), index + 1)
         if cap > 0:
             self._caps[key] = cap
@@ -178,19 +185,28 @@ class StepTally:
 
     def status(self) -> str:
         """``episodes D/T | steps S/P | tokens in I out O | invalid actions V/A`` (``P`` is
-        ``?`` while unknown; ``D/T (F failed)`` once an episode failed)."""
+        ``?`` while unknown; ``D/T (F failed)`` once an episode failed), then ``extras``."""
         planned = self.steps_planned
-        return (f"{episodes_text(self.episodes_done, self.episodes_total, self.episodes_failed)}"
-                " | "
-                f"steps {self.steps_done}/{'?' if planned is None else planned} | "
-                f"tokens in {self.input_tokens} out {self.output_tokens} | "
-                f"invalid actions {self.invalid_actions}/{self.actions}")
+        return " | ".join([
+            f"{episodes_text(self.episodes_done, self.episodes_total, self.episodes_failed)}",
+            f"steps {self.steps_done}/{'?' if planned is None else planned}",
+            f"tokens in {self.input_tokens} out {self.output_tokens}",
+            f"invalid actions {self.invalid_actions}/{self.actions}", *self.extras()])
+
+    def extras(self) -> list[str]:
+        """The parts shown only when they apply: the cost ledger (``budget $S spent + $R
+        reserved of $C``) and ``waited on rate limits N s`` once a turn waited."""
+        parts = [self.budget_status()] if self.budget_status is not None else []
+        if self.rate_limit_wait_s >= 0.05:
+            parts.append(f"waited on rate limits {self.rate_limit_wait_s:.1f} s")
+        return parts
 
     def info(self) -> str:
         """The short text beside the terminal's step bar: invalid actions, then tokens (what
         a narrow terminal cuts is the end)."""
-        return (f"invalid {self.invalid_actions}/{self.actions}, "
-                f"tokens {self.input_tokens:,} in / {self.output_tokens:,} out")
+        return ", ".join([f"invalid {self.invalid_actions}/{self.actions}",
+                          f"tokens {self.input_tokens:,} in / {self.output_tokens:,} out",
+                          *self.extras()])
 
 
 def episodes_text(done: int, total: int, failed: int = 0) -> str:

@@ -7,10 +7,10 @@ Files written (beside the episode files of ``orchestrator.store.episodes``)::
     <out>/report.json                                 the MOSAIC domain-harness report
 
 **Scoring.** Only episodes whose ``end_reason`` is ``terminated`` or ``truncated`` are scored.
-``agent_error``, ``env_error`` and ``cancelled`` episodes are counted separately (``end_reasons``,
-``agent_error_episodes``), EXCLUDED from progression averages and ``episodes_played``, and re-run
-on resume (BALROG has no such faults: it skips any episode whose JSON exists). Token totals
-include every episode, because those tokens were spent.
+``agent_error``, ``env_error``, ``cancelled`` and ``budget_exhausted`` episodes are counted
+separately (``end_reasons``, ``agent_error_episodes``), EXCLUDED from progression averages and
+``episodes_played``, and re-run on resume (BALROG has no such faults: it skips any episode
+whose JSON exists). Token totals include every episode, because those tokens were spent.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from rich.text import Text
 from moria.balrog_source import DIRTY
 from moria.records import (
     DEFAULT_PROTOCOL,
+    FAILED_END_REASONS,
 )
 from orchestrator.report.accounting import PriceTable
 from orchestrator.report.match_report import match_summary, render_match_tables
@@ -44,7 +45,7 @@ def _steps(figures: Mapping[str, Any]) -> str:
 
 def _errors(figures: Mapping[str, Any]) -> str:
     reasons = figures["end_reasons"]
-    return str(sum(reasons[r] for r in ("agent_error", "env_error", "cancelled")))
+    return str(sum(reasons.get(r, 0) for r in FAILED_END_REASONS))
 
 
 def _invalid(figures: Mapping[str, Any]) -> str:

@@ -60,6 +60,8 @@ CLIENT_VALUES: dict[str, Any] = {
     "constrain_actions": True, "stream": True, "reasoning_effort": "high",
     "thinking_budget": 1000, "local_contexts": 4, "max_concurrency": 3,
     "max_prompt_bytes": 2**40,
+    "max_requests_per_minute": 500.0,
+    "max_tokens_per_minute": 30000.0,
 }
 
 _INT_TYPES = {FieldDescriptor.TYPE_INT32: INT32_MAX, FieldDescriptor.TYPE_INT64: INT64_MAX}

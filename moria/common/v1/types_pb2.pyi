@@ -38,6 +38,7 @@ class EndReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     END_REASON_AGENT_ERROR: _ClassVar[EndReason]
     END_REASON_ENV_ERROR: _ClassVar[EndReason]
     END_REASON_CANCELLED: _ClassVar[EndReason]
+    END_REASON_BUDGET_EXHAUSTED: _ClassVar[EndReason]
 DATA_TYPE_UNSPECIFIED: DataType
 DATA_TYPE_BOOL: DataType
 DATA_TYPE_UINT8: DataType
@@ -60,6 +61,7 @@ END_REASON_TRUNCATED: EndReason
 END_REASON_AGENT_ERROR: EndReason
 END_REASON_ENV_ERROR: EndReason
 END_REASON_CANCELLED: EndReason
+END_REASON_BUDGET_EXHAUSTED: EndReason
 
 class Tensor(_message.Message):
     __slots__ = ("dtype", "shape", "data")

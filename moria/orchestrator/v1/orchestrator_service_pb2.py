@@ -26,15 +26,15 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from moria.common.v1 import types_pb2 as moria_dot_common_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0moria/orchestrator/v1/orchestrator_service.proto\x12\x15moria.orchestrator.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"I\n\x10SubmitRunRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"]\n\x11SubmitRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.moria.orchestrator.v1.Run\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"9\n\x0eGetRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.moria.orchestrator.v1.Run\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"<\n\x11\x43\x61ncelRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.moria.orchestrator.v1.Run\"8\n\x0fListRunsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"U\n\x10ListRunsResponse\x12(\n\x04runs\x18\x01 \x03(\x0b\x32\x1a.moria.orchestrator.v1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xd6\x02\n\x03Run\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12.\n\x05state\x18\x02 \x01(\x0e\x32\x1f.moria.orchestrator.v1.RunState\x12%\n\x04spec\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x16\n\x0e\x65pisodes_total\x18\x04 \x01(\x03\x12\x15\n\repisodes_done\x18\x05 \x01(\x03\x12(\n\x07summary\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12-\n\x07version\x18\x07 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x12\n\ncreated_at\x18\t \x01(\x01\x12\x12\n\nupdated_at\x18\n \x01(\x01\x12\x15\n\rlast_sequence\x18\x0b \x01(\x03\x12\x12\n\noutput_dir\x18\x0c \x01(\t\"<\n\x13StreamEventsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\rfrom_sequence\x18\x02 \x01(\x03\"g\n\x08RunEvent\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x11\n\ttimestamp\x18\x03 \x01(\x01\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"F\n\x14StreamEventsResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.moria.orchestrator.v1.RunEvent*\x9a\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n\x11RUN_STATE_RUNNING\x10\x02\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10RUN_STATE_FAILED\x10\x04\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x05\x32\xf4\x03\n\x13OrchestratorService\x12^\n\tSubmitRun\x12\'.moria.orchestrator.v1.SubmitRunRequest\x1a(.moria.orchestrator.v1.SubmitRunResponse\x12U\n\x06GetRun\x12$.moria.orchestrator.v1.GetRunRequest\x1a%.moria.orchestrator.v1.GetRunResponse\x12^\n\tCancelRun\x12\'.moria.orchestrator.v1.CancelRunRequest\x1a(.moria.orchestrator.v1.CancelRunResponse\x12[\n\x08ListRuns\x12&.moria.orchestrator.v1.ListRunsRequest\x1a\'.moria.orchestrator.v1.ListRunsResponse\x12i\n\x0cStreamEvents\x12*.moria.orchestrator.v1.StreamEventsRequest\x1a+.moria.orchestrator.v1.StreamEventsResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n0moria/orchestrator/v1/orchestrator_service.proto\x12\x15moria.orchestrator.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1bmoria/common/v1/types.proto\"I\n\x10SubmitRunRequest\x12%\n\x04spec\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"]\n\x11SubmitRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.moria.orchestrator.v1.Run\x12\x0f\n\x07\x63reated\x18\x03 \x01(\x08\"\x1f\n\rGetRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"9\n\x0eGetRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.moria.orchestrator.v1.Run\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"<\n\x11\x43\x61ncelRunResponse\x12\'\n\x03run\x18\x01 \x01(\x0b\x32\x1a.moria.orchestrator.v1.Run\"8\n\x0fListRunsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"U\n\x10ListRunsResponse\x12(\n\x04runs\x18\x01 \x03(\x0b\x32\x1a.moria.orchestrator.v1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x85\x03\n\x03Run\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12.\n\x05state\x18\x02 \x01(\x0e\x32\x1f.moria.orchestrator.v1.RunState\x12%\n\x04spec\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x16\n\x0e\x65pisodes_total\x18\x04 \x01(\x03\x12\x15\n\repisodes_done\x18\x05 \x01(\x03\x12(\n\x07summary\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12-\n\x07version\x18\x07 \x01(\x0b\x32\x1c.moria.common.v1.VersionInfo\x12\r\n\x05\x65rror\x18\x08 \x01(\t\x12\x12\n\ncreated_at\x18\t \x01(\x01\x12\x12\n\nupdated_at\x18\n \x01(\x01\x12\x15\n\rlast_sequence\x18\x0b \x01(\x03\x12\x12\n\noutput_dir\x18\x0c \x01(\t\x12-\n\x06\x62udget\x18\r \x01(\x0b\x32\x1d.moria.orchestrator.v1.Budget\"^\n\x06\x42udget\x12\x14\n\x0cmax_cost_usd\x18\x01 \x01(\x01\x12\x11\n\tspent_usd\x18\x02 \x01(\x01\x12\x14\n\x0creserved_usd\x18\x03 \x01(\x01\x12\x15\n\rrefused_calls\x18\x04 \x01(\x03\"<\n\x13StreamEventsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\rfrom_sequence\x18\x02 \x01(\x03\"g\n\x08RunEvent\x12\x10\n\x08sequence\x18\x01 \x01(\x03\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x11\n\ttimestamp\x18\x03 \x01(\x01\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"F\n\x14StreamEventsResponse\x12.\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1f.moria.orchestrator.v1.RunEvent*\x9a\x01\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n\x11RUN_STATE_RUNNING\x10\x02\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10RUN_STATE_FAILED\x10\x04\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x05\x32\xf4\x03\n\x13OrchestratorService\x12^\n\tSubmitRun\x12\'.moria.orchestrator.v1.SubmitRunRequest\x1a(.moria.orchestrator.v1.SubmitRunResponse\x12U\n\x06GetRun\x12$.moria.orchestrator.v1.GetRunRequest\x1a%.moria.orchestrator.v1.GetRunResponse\x12^\n\tCancelRun\x12\'.moria.orchestrator.v1.CancelRunRequest\x1a(.moria.orchestrator.v1.CancelRunResponse\x12[\n\x08ListRuns\x12&.moria.orchestrator.v1.ListRunsRequest\x1a\'.moria.orchestrator.v1.ListRunsResponse\x12i\n\x0cStreamEvents\x12*.moria.orchestrator.v1.StreamEventsRequest\x1a+.moria.orchestrator.v1.StreamEventsResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'moria.orchestrator.v1.orchestrator_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNSTATE']._serialized_start=1224
-  _globals['_RUNSTATE']._serialized_end=1378
+  _globals['_RUNSTATE']._serialized_start=1367
+  _globals['_RUNSTATE']._serialized_end=1521
   _globals['_SUBMITRUNREQUEST']._serialized_start=134
   _globals['_SUBMITRUNREQUEST']._serialized_end=207
   _globals['_SUBMITRUNRESPONSE']._serialized_start=209
@@ -52,13 +52,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTRUNSRESPONSE']._serialized_start=552
   _globals['_LISTRUNSRESPONSE']._serialized_end=637
   _globals['_RUN']._serialized_start=640
-  _globals['_RUN']._serialized_end=982
-  _globals['_STREAMEVENTSREQUEST']._serialized_start=984
-  _globals['_STREAMEVENTSREQUEST']._serialized_end=1044
-  _globals['_RUNEVENT']._serialized_start=1046
-  _globals['_RUNEVENT']._serialized_end=1149
-  _globals['_STREAMEVENTSRESPONSE']._serialized_start=1151
-  _globals['_STREAMEVENTSRESPONSE']._serialized_end=1221
-  _globals['_ORCHESTRATORSERVICE']._serialized_start=1381
-  _globals['_ORCHESTRATORSERVICE']._serialized_end=1881
+  _globals['_RUN']._serialized_end=1029
+  _globals['_BUDGET']._serialized_start=1031
+  _globals['_BUDGET']._serialized_end=1125
+  _globals['_STREAMEVENTSREQUEST']._serialized_start=1127
+  _globals['_STREAMEVENTSREQUEST']._serialized_end=1187
+  _globals['_RUNEVENT']._serialized_start=1189
+  _globals['_RUNEVENT']._serialized_end=1292
+  _globals['_STREAMEVENTSRESPONSE']._serialized_start=1294
+  _globals['_STREAMEVENTSRESPONSE']._serialized_end=1364
+  _globals['_ORCHESTRATORSERVICE']._serialized_start=1524
+  _globals['_ORCHESTRATORSERVICE']._serialized_end=2024
 # @@protoc_insertion_point(module_scope)

@@ -83,7 +83,7 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("run_id", "state", "spec", "episodes_total", "episodes_done", "summary", "version", "error", "created_at", "updated_at", "last_sequence", "output_dir")
+    __slots__ = ("run_id", "state", "spec", "episodes_total", "episodes_done", "summary", "version", "error", "created_at", "updated_at", "last_sequence", "output_dir", "budget")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,7 @@ class Run(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_DIR_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     state: RunState
     spec: _struct_pb2.Struct
@@ -108,7 +109,20 @@ class Run(_message.Message):
     updated_at: float
     last_sequence: int
     output_dir: str
-    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., summary: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., error: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., last_sequence: _Optional[int] = ..., output_dir: _Optional[str] = ...) -> None: ...
+    budget: Budget
+    def __init__(self, run_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., spec: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., episodes_total: _Optional[int] = ..., episodes_done: _Optional[int] = ..., summary: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., version: _Optional[_Union[_types_pb2.VersionInfo, _Mapping]] = ..., error: _Optional[str] = ..., created_at: _Optional[float] = ..., updated_at: _Optional[float] = ..., last_sequence: _Optional[int] = ..., output_dir: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ...) -> None: ...
+
+class Budget(_message.Message):
+    __slots__ = ("max_cost_usd", "spent_usd", "reserved_usd", "refused_calls")
+    MAX_COST_USD_FIELD_NUMBER: _ClassVar[int]
+    SPENT_USD_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_USD_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_CALLS_FIELD_NUMBER: _ClassVar[int]
+    max_cost_usd: float
+    spent_usd: float
+    reserved_usd: float
+    refused_calls: int
+    def __init__(self, max_cost_usd: _Optional[float] = ..., spent_usd: _Optional[float] = ..., reserved_usd: _Optional[float] = ..., refused_calls: _Optional[int] = ...) -> None: ...
 
 class StreamEventsRequest(_message.Message):
     __slots__ = ("run_id", "from_sequence")

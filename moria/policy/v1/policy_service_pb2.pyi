@@ -55,7 +55,7 @@ class StrategyInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., calls_model: _Optional[bool] = ..., reads_tensors: _Optional[bool] = ..., keeps_images: _Optional[bool] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts", "observation", "agent", "client")
+    __slots__ = ("episode_id", "agent_id", "instruction", "action_space", "agent_config", "seed", "env_name", "task", "demonstrations", "record_prompts", "observation", "agent", "client", "reserve_calls")
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class Begin(_message.Message):
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_CALLS_FIELD_NUMBER: _ClassVar[int]
     episode_id: str
     agent_id: str
     instruction: str
@@ -82,7 +83,8 @@ class Begin(_message.Message):
     observation: _types_pb2.Observation
     agent: AgentSettings
     client: ClientSettings
-    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ..., agent: _Optional[_Union[AgentSettings, _Mapping]] = ..., client: _Optional[_Union[ClientSettings, _Mapping]] = ...) -> None: ...
+    reserve_calls: bool
+    def __init__(self, episode_id: _Optional[str] = ..., agent_id: _Optional[str] = ..., instruction: _Optional[str] = ..., action_space: _Optional[_Union[_types_pb2.ActionSpace, _Mapping]] = ..., agent_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., seed: _Optional[int] = ..., env_name: _Optional[str] = ..., task: _Optional[str] = ..., demonstrations: _Optional[_Iterable[_Union[Demonstration, _Mapping]]] = ..., record_prompts: _Optional[bool] = ..., observation: _Optional[_Union[_types_pb2.Observation, _Mapping]] = ..., agent: _Optional[_Union[AgentSettings, _Mapping]] = ..., client: _Optional[_Union[ClientSettings, _Mapping]] = ..., reserve_calls: _Optional[bool] = ...) -> None: ...
 
 class AgentSettings(_message.Message):
     __slots__ = ("type", "protocol", "balrog_source", "remember_cot", "max_text_history", "max_image_history", "max_cot_history", "max_icl_history", "checkpoint", "sample")
@@ -109,7 +111,7 @@ class AgentSettings(_message.Message):
     def __init__(self, type: _Optional[str] = ..., protocol: _Optional[str] = ..., balrog_source: _Optional[str] = ..., remember_cot: _Optional[bool] = ..., max_text_history: _Optional[int] = ..., max_image_history: _Optional[int] = ..., max_cot_history: _Optional[int] = ..., max_icl_history: _Optional[int] = ..., checkpoint: _Optional[str] = ..., sample: _Optional[bool] = ...) -> None: ...
 
 class ClientSettings(_message.Message):
-    __slots__ = ("client_name", "model_id", "base_url", "generate_kwargs", "timeout", "max_retries", "delay", "alternate_roles", "constrain_actions", "stream", "reasoning_effort", "thinking_budget", "local_contexts", "max_concurrency", "max_prompt_bytes")
+    __slots__ = ("client_name", "model_id", "base_url", "generate_kwargs", "timeout", "max_retries", "delay", "alternate_roles", "constrain_actions", "stream", "reasoning_effort", "thinking_budget", "local_contexts", "max_concurrency", "max_prompt_bytes", "max_requests_per_minute", "max_tokens_per_minute")
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +127,8 @@ class ClientSettings(_message.Message):
     LOCAL_CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     MAX_PROMPT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     client_name: str
     model_id: str
     base_url: str
@@ -140,7 +144,9 @@ class ClientSettings(_message.Message):
     local_contexts: int
     max_concurrency: int
     max_prompt_bytes: int
-    def __init__(self, client_name: _Optional[str] = ..., model_id: _Optional[str] = ..., base_url: _Optional[str] = ..., generate_kwargs: _Optional[_Union[GenerateSettings, _Mapping]] = ..., timeout: _Optional[float] = ..., max_retries: _Optional[int] = ..., delay: _Optional[float] = ..., alternate_roles: _Optional[bool] = ..., constrain_actions: _Optional[bool] = ..., stream: _Optional[bool] = ..., reasoning_effort: _Optional[str] = ..., thinking_budget: _Optional[int] = ..., local_contexts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., max_prompt_bytes: _Optional[int] = ...) -> None: ...
+    max_requests_per_minute: float
+    max_tokens_per_minute: float
+    def __init__(self, client_name: _Optional[str] = ..., model_id: _Optional[str] = ..., base_url: _Optional[str] = ..., generate_kwargs: _Optional[_Union[GenerateSettings, _Mapping]] = ..., timeout: _Optional[float] = ..., max_retries: _Optional[int] = ..., delay: _Optional[float] = ..., alternate_roles: _Optional[bool] = ..., constrain_actions: _Optional[bool] = ..., stream: _Optional[bool] = ..., reasoning_effort: _Optional[str] = ..., thinking_budget: _Optional[int] = ..., local_contexts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., max_prompt_bytes: _Optional[int] = ..., max_requests_per_minute: _Optional[float] = ..., max_tokens_per_minute: _Optional[float] = ...) -> None: ...
 
 class GenerateSettings(_message.Message):
     __slots__ = ("temperature", "no_temperature", "max_tokens", "extra")
@@ -203,16 +209,36 @@ class Pong(_message.Message):
     def __init__(self) -> None: ...
 
 class PlayRequest(_message.Message):
-    __slots__ = ("begin", "observe", "end", "ping")
+    __slots__ = ("begin", "observe", "end", "ping", "grant")
     BEGIN_FIELD_NUMBER: _ClassVar[int]
     OBSERVE_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
     begin: Begin
     observe: Observe
     end: End
     ping: Ping
-    def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., observe: _Optional[_Union[Observe, _Mapping]] = ..., end: _Optional[_Union[End, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ...) -> None: ...
+    grant: Grant
+    def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., observe: _Optional[_Union[Observe, _Mapping]] = ..., end: _Optional[_Union[End, _Mapping]] = ..., ping: _Optional[_Union[Ping, _Mapping]] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
+
+class Grant(_message.Message):
+    __slots__ = ("granted", "reason")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    reason: str
+    def __init__(self, granted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Reserve(_message.Message):
+    __slots__ = ("model", "input_tokens", "output_tokens")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    input_tokens: int
+    output_tokens: int
+    def __init__(self, model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
 
 class Ready(_message.Message):
     __slots__ = ("strategy", "model", "idle_timeout_s", "protocol")
@@ -253,7 +279,7 @@ class Generation(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., max_tokens: _Optional[int] = ...) -> None: ...
 
 class Act(_message.Message):
-    __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error", "stop_reason", "attempts", "prompt_json", "model")
+    __slots__ = ("action", "raw_completion", "reasoning", "usage", "latency_s", "error", "stop_reason", "attempts", "prompt_json", "model", "rate_limit_wait_s")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     RAW_COMPLETION_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +290,7 @@ class Act(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_JSON_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_WAIT_S_FIELD_NUMBER: _ClassVar[int]
     action: _types_pb2.Action
     raw_completion: str
     reasoning: str
@@ -274,7 +301,8 @@ class Act(_message.Message):
     attempts: int
     prompt_json: str
     model: str
-    def __init__(self, action: _Optional[_Union[_types_pb2.Action, _Mapping]] = ..., raw_completion: _Optional[str] = ..., reasoning: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., latency_s: _Optional[float] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., stop_reason: _Optional[str] = ..., attempts: _Optional[int] = ..., prompt_json: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+    rate_limit_wait_s: float
+    def __init__(self, action: _Optional[_Union[_types_pb2.Action, _Mapping]] = ..., raw_completion: _Optional[str] = ..., reasoning: _Optional[str] = ..., usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ..., latency_s: _Optional[float] = ..., error: _Optional[_Union[_types_pb2.Status, _Mapping]] = ..., stop_reason: _Optional[str] = ..., attempts: _Optional[int] = ..., prompt_json: _Optional[str] = ..., model: _Optional[str] = ..., rate_limit_wait_s: _Optional[float] = ...) -> None: ...
 
 class Ended(_message.Message):
     __slots__ = ("total_usage",)
@@ -283,13 +311,15 @@ class Ended(_message.Message):
     def __init__(self, total_usage: _Optional[_Union[_types_pb2.Usage, _Mapping]] = ...) -> None: ...
 
 class PlayResponse(_message.Message):
-    __slots__ = ("ready", "act", "ended", "pong")
+    __slots__ = ("ready", "act", "ended", "pong", "reserve")
     READY_FIELD_NUMBER: _ClassVar[int]
     ACT_FIELD_NUMBER: _ClassVar[int]
     ENDED_FIELD_NUMBER: _ClassVar[int]
     PONG_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_FIELD_NUMBER: _ClassVar[int]
     ready: Ready
     act: Act
     ended: Ended
     pong: Pong
-    def __init__(self, ready: _Optional[_Union[Ready, _Mapping]] = ..., act: _Optional[_Union[Act, _Mapping]] = ..., ended: _Optional[_Union[Ended, _Mapping]] = ..., pong: _Optional[_Union[Pong, _Mapping]] = ...) -> None: ...
+    reserve: Reserve
+    def __init__(self, ready: _Optional[_Union[Ready, _Mapping]] = ..., act: _Optional[_Union[Act, _Mapping]] = ..., ended: _Optional[_Union[Ended, _Mapping]] = ..., pong: _Optional[_Union[Pong, _Mapping]] = ..., reserve: _Optional[_Union[Reserve, _Mapping]] = ...) -> None: ...
