@@ -91,3 +91,42 @@ async def test_a_cap_on_an_unpriced_model_is_refused_before_any_call(
             await _run(tmp_path / "run", fake, _prices(tmp_path), "eval.max_cost_usd=5",
                        "client.model_id=unpriced-model")
         assert fake.requests == []
+
+
+async def test_a_capped_run_submitted_to_the_service_reports_its_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moria.orchestrator.v1 import orchestrator_service_pb2 as pb
+    from orchestrator.apps.remote import OrchestratorClient
+    from tests.support.servers import start_orchestrator
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with MeteredOpenAI("go forward") as fake:
+        async with env_server() as env, policy_server() as pol:
+            server, servicer = await start_orchestrator(
+                tmp_path / "state", allowed_endpoints=[env.target, pol.target])
+            client = OrchestratorClient(server.bound_address, reconnect_s=5.0,
+                                        retry_wait_s=0.01)
+            try:
+                spec = load_spec(None, [
+                    "envs.names=babyai", "eval.num_episodes.babyai=1", "eval.num_samples=2",
+                    "eval.max_steps_per_episode=6", "eval.num_workers=2",
+                    "eval.max_cost_usd=2", "client.client_name=openai",
+                    "client.model_id=fake-model", f"client.base_url={fake.base_url}",
+                    "client.generate_kwargs.max_tokens=16",
+                    f"endpoints.env.babyai=[{env.target}]",
+                    f"endpoints.policy=[{pol.target}]"]).model_dump(mode="json")
+                spec["eval"]["prices"] = {"as_of": "test", "currency": "USD", "models": {
+                    "openai/fake-model": {"input": PRICE, "output": PRICE}}}
+                await client.submit_run(spec, run_id="capped")
+                events: list[pb.RunEvent] = []
+                await client.follow("capped", events.append)
+                run = await client.get_run("capped")
+            finally:
+                await client.close()
+                await server.shutdown()
+                await servicer.aclose()
+    assert run.state == pb.RUN_STATE_FAILED
+    assert run.HasField("budget") and run.budget.max_cost_usd == 2
+    assert 0 < run.budget.spent_usd <= 2 and run.budget.refused_calls >= 1
+    assert run.budget.spent_usd == pytest.approx(_server_cost(fake))
+    assert "budget" in [e.type for e in events]
