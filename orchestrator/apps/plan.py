@@ -524,9 +524,32 @@ def estimate_json(spec: RunSpec, estimate: PlanEstimate, prices: PriceTable,
             "prompt_tokens": DOCUMENTED_ERROR,
             "applies_to": "the estimate without earlier runs, for episodes that run to their "
                           "step cap (docs/plan.md)"},
+        "limits": limits_json(spec, total),
         "requests_sent_to_providers": 0,
         "stand_in_calls": stand_in_calls,
     }
+
+
+def limits_json(spec: RunSpec, total: Mapping[str, Any]) -> dict[str, Any]:
+    """What the run's cost cap and rate limits mean for the estimate: ``max_cost_usd`` and
+    whether the estimate's cost fits it (``estimate_fits_cap``: None without a cap or a price);
+    and, per limit set, the shortest wall time it allows, seconds (every call counted as the
+    limiter counts it: its prompt tokens plus ``max_tokens``; docs/budget.md)."""
+    cap = spec.eval.max_cost_usd
+    cost = total.get("cost_usd", {}).get("estimate")
+    calls = float(total.get("calls", {}).get("estimate") or 0)
+    prompt = float(total.get("prompt_tokens", {}).get("estimate") or 0)
+    client = spec.client
+    floors: dict[str, float] = {}
+    if client.max_requests_per_minute:
+        floors["max_requests_per_minute"] = round(60 * calls / client.max_requests_per_minute, 1)
+    if client.max_tokens_per_minute:
+        rate_tokens = prompt + calls * client.generate_kwargs.max_tokens
+        floors["max_tokens_per_minute"] = round(60 * rate_tokens / client.max_tokens_per_minute,
+                                                1)
+    return {"max_cost_usd": cap,
+            "estimate_fits_cap": None if cap is None or cost is None else cost <= cap,
+            "wall_time_floor_s": floors}
 
 
 # -- printing --------------------------------------------------------------------------------
@@ -621,12 +644,29 @@ def render(data: Mapping[str, Any], console: Console) -> None:
     error = data["documented_error"]
     lines.append(f"documented error: prompt tokens within ±{error['prompt_tokens']:.0%} of a "
                  f"run's for {error['applies_to']}")
+    lines += _limit_lines(data["limits"], total)
     lines.append("assumptions:")
     lines += [f"  - {line}" for line in data["assumptions"]]
     lines.append(f"nothing was sent to a provider ({data['stand_in_calls']} call(s) answered "
                  "by the local stand-in endpoint)")
     for line in lines:
         console.print(literal(line), soft_wrap=True)
+
+
+def _limit_lines(limits: Mapping[str, Any], total: Mapping[str, Any]) -> list[str]:
+    """The cost cap and rate-limit lines of ``render`` (none when the spec sets neither)."""
+    lines = []
+    cap = limits["max_cost_usd"]
+    if cap is not None:
+        fits = limits["estimate_fits_cap"]
+        verdict = ("cannot be compared: a model is unpriced" if fits is None
+                   else "fits under it" if fits
+                   else "passes it: the episodes past it will end budget_exhausted")
+        lines.append(f"eval.max_cost_usd {_dollars(cap)}: the estimate "
+                     f"({_dollars(total['cost_usd']['estimate'])}) {verdict}")
+    for name, seconds in limits["wall_time_floor_s"].items():
+        lines.append(f"client.{name} allows the calls no less than {_duration(seconds)}")
+    return lines
 
 
 # -- the command -----------------------------------------------------------------------------

@@ -298,3 +298,24 @@ def test_stand_in_answers_each_model_with_its_reply_and_counts() -> None:
 
         assert ask("a") == "go forward" and ask("b") == "wait"
         assert stand_in.calls == 2
+
+
+def test_the_plan_compares_its_estimate_with_the_cap_and_the_rate_limits() -> None:
+    from orchestrator.apps.plan import limits_json
+    from orchestrator.plan.spec import load_spec
+
+    total = {"cost_usd": {"estimate": 12.0}, "calls": {"estimate": 100},
+             "prompt_tokens": {"estimate": 100_000}}
+    plain = load_spec(None, [])
+    assert limits_json(plain, total) == {"max_cost_usd": None, "estimate_fits_cap": None,
+                                         "wall_time_floor_s": {}}
+    capped = load_spec(None, ["eval.max_cost_usd=10", "client.max_requests_per_minute=50",
+                              "client.max_tokens_per_minute=30000",
+                              "client.generate_kwargs.max_tokens=1000"])
+    limits = limits_json(capped, total)
+    assert limits["max_cost_usd"] == 10 and limits["estimate_fits_cap"] is False
+    # 100 calls at 50 a minute; 100k prompt + 100 x 1000 output tokens at 30k a minute
+    assert limits["wall_time_floor_s"] == {"max_requests_per_minute": 120.0,
+                                           "max_tokens_per_minute": 400.0}
+    assert limits_json(capped, {**total, "cost_usd": {"estimate": None}})[
+        "estimate_fits_cap"] is None
