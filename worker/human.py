@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import grpc
 
@@ -80,9 +81,12 @@ class HumanPlayStream(PlayStream):
         self.agent_id = begin.agent_id
         return pol_pb.Ready(strategy=HUMAN, model="")
 
-    async def observe(self, observe: pol_pb.Observe) -> pol_pb.Act:
+    async def observe(self, observe: pol_pb.Observe,
+                      grant: Callable[[pol_pb.Reserve], Awaitable[pol_pb.Grant]] | None = None,
+                      ) -> pol_pb.Act:
         """The human's move as typed (stripped); ``Act.error`` (UNAVAILABLE) when the console
-        closed before a move came (the episode then ends as an agent error)."""
+        closed before a move came (the episode then ends as an agent error). A human calls no
+        model: ``grant`` is never used."""
         started = time.perf_counter()
         try:
             typed = await self.console.ask(self.agent_id, observe.observation)

@@ -17,9 +17,9 @@ for a call, computed from the request alone (no tokenizer):
 English prompts make about a quarter as many tokens as bytes, so the bound is about four times
 the real prompt: a reservation holds more than the call spends, never less.
 
-**Reservations** (``Limited`` with ``EpisodeLimits.ask``, one per episode): before each call the episode asks its client
-(the orchestrator, which keeps the run's ledger) to reserve the call's worst case; a refused call
-is not sent and raises ``BudgetRefused``.
+**Reservations** (``Limited`` with ``EpisodeLimits.ask``, one per episode): before each call the
+episode asks its client (the orchestrator, which keeps the run's ledger) to reserve the call's
+worst case; a refused call is not sent and raises ``BudgetRefused``.
 
 **Rate limits** (``EndpointRateLimit``, one per endpoint on a policy server, shared by every
 episode that calls it): ``client.max_requests_per_minute`` and ``client.max_tokens_per_minute``
@@ -28,9 +28,9 @@ is sent, charged one request and the call's tokens as providers count them again
 at request time (OpenAI's documented rule): the prompt's estimate, a quarter of its text bytes
 (``ESTIMATE_BYTES_PER_TOKEN``) plus the image allowance, and the full ``max_tokens``. A 429
 answer pauses every call to the endpoint for its ``retry-after`` (``RATE_LIMIT_PAUSE_S`` when it
-gives none), so the whole server slows down instead of each call backing off alone. The scope of the call running in a task is a
-context variable (``current_call``), read by the shared retry loop (``agent_server.backends.
-retry``) around each attempt.
+gives none), so the whole server slows down instead of each call backing off alone. The scope of
+the call running in a task is a context variable (``current_call``), read by the shared retry
+loop (``agent_server.backends.retry``) around each attempt.
 """
 
 from __future__ import annotations
