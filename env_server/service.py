@@ -190,7 +190,7 @@ class EnvServicer(env_grpc.EnvServiceServicer):
                 await abort_call(context, grpc.StatusCode.NOT_FOUND,
                                  f"family {quote(unknown[0], 64)} is not hosted here; hosted: "
                                  + ", ".join(sorted(self.families)))
-            tasks = []
+            tasks: list[env_pb.TaskInfo] = []
             for name in names:
                 infos = await self._run(self.families[name].list_tasks)
                 tasks.extend(env_pb.TaskInfo(
@@ -279,7 +279,7 @@ class _Session:
         self.ended: types_pb2.EpisodeEnd | None = None
         self._slot = False
         self.peer = ""
-        self._tracked = None
+        self._tracked: contextlib.AbstractContextManager[Any] | None = None
 
     async def abort(self, code: grpc.StatusCode, message: str) -> NoReturn:
         """End the stream with ``code`` and ``message`` (cut by ``bounded_message``). The

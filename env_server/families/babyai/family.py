@@ -97,6 +97,7 @@ class BabyAIFamily(Family):
         else:
             # num_dists configures MixedTrainLocal only; registered ids carry their own counts
             # (e.g. GoToLocalS8N7), and BALROG's family-wide num_dists=0 would break them.
+            assert ref.env_id is not None  # a registered id (not is_mixed) names its env
             source = RegisteredSource(ref.env_id, constructor)
             if options.oracle and not source.has_expert:
                 source.close()

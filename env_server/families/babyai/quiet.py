@@ -47,4 +47,5 @@ def silence_generation(env: Any) -> None:
     untouched (stock minigrid prints nothing elsewhere during reset or step).
     """
     if isinstance(env, RoomGridLevel) and type(env)._gen_grid is RoomGridLevel._gen_grid:
-        env._gen_grid = types.MethodType(generate_quietly, env)
+        # a deliberate per-instance patch of the method
+        env._gen_grid = types.MethodType(generate_quietly, env)  # type: ignore[method-assign]

@@ -90,7 +90,7 @@ def registered_ids() -> tuple[str, ...]:
     from gymnasium.envs.registration import load_env_creator
     from minigrid.minigrid_env import MiniGridEnv
 
-    ids = []
+    ids: list[str] = []
     for env_id, spec in gymnasium.registry.items():
         if not env_id.startswith(("MiniGrid-", "BabyAI-")) or env_id == MIXED_ID:
             continue

@@ -273,10 +273,10 @@ def table_for(
     table: list[tuple[KeyAction, int]] = []
     taken: set[str] = set()
     for index, key in enumerate(env_keys):
-        action = by_key.get(int(key))
-        if action is not None and action.name not in taken:
-            table.append((action, index))
-            taken.add(action.name)
+        found = by_key.get(int(key))
+        if found is not None and found.name not in taken:
+            table.append((found, index))
+            taken.add(found.name)
     return table
 
 

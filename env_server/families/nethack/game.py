@@ -153,6 +153,7 @@ class NetHackGame(SingleAgentGame):
         self._env: Any = None
         self._expert: Expert | None = None
         self._closed = False
+        self._last_obs_for_render: Mapping[str, np.ndarray] | None = None
         self._reset_counters()
 
     # -- static facts -----------------------------------------------------------------------
@@ -257,7 +258,7 @@ class NetHackGame(SingleAgentGame):
         self._stalled = 0
         self._last_time = 0
         self._abort_reason = ""
-        self._last_obs_for_render: Mapping[str, np.ndarray] | None = None
+        self._last_obs_for_render = None
 
     def _env_step(self, index: int) -> tuple[Mapping[str, np.ndarray], float, bool, bool, dict]:
         """One raw env step with the no-progress rule applied (``truncated`` set when it

@@ -211,7 +211,9 @@ class MiniHackGame(NetHackGame):
         if self._mh is not None:
             self._mh.close()
             self._mh = None
-        self._mh = mt.build_boxoban(level_text, self._spec.difficulty, self._keys, ENV_STEP_LIMIT)
+        difficulty = self._spec.difficulty
+        assert difficulty is not None  # levels are loaded for the Boxoban tasks only
+        self._mh = mt.build_boxoban(level_text, difficulty, self._keys, ENV_STEP_LIMIT)
         self._level_text, self._level_id = level_text, level_id
 
     def _env_for_episode(self, seed: int) -> Any:

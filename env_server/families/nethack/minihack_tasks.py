@@ -127,11 +127,10 @@ def build_registered(task: str, observation_keys: tuple[str, ...], env_steps: in
         import minihack  # noqa: F401
 
     spec = gymnasium.registry[task]
-    creator = (
-        load_env_creator(spec.entry_point)
-        if isinstance(spec.entry_point, str)
-        else (spec.entry_point)
-    )
+    entry = spec.entry_point
+    if entry is None:  # gymnasium.make refuses such a spec the same way
+        raise ValueError(f"{task} is registered without an entry point")
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
     return creator(
         **{**spec.kwargs, **BALROG_KWARGS},
         observation_keys=observation_keys,
