@@ -55,9 +55,10 @@ from agent_server.strategies import STRATEGIES, create_strategy, registry_facts
 from agent_server.strategies.base import Strategy
 from agent_server.turn import DemoEpisode, DemoStep, EpisodeContext, HumanConsole, TurnInput
 from moria import gc_tuning
+from moria.backends import BACKEND_NAMES
 from moria.codecs import array_from_tensor, dict_from_struct, png_bytes
 from moria.common.v1 import types_pb2
-from moria.config import AgentConfig, ClientConfig, ClientName
+from moria.config import AgentConfig, ClientConfig
 from moria.metrics import POLICY_SERVICE, Metrics
 from moria.observations import text_channels
 from moria.policy.v1 import policy_service_pb2 as pol_pb
@@ -95,7 +96,6 @@ REQUEST_LIMITS: dict[str, RequestLimit] = {
 
 log = logging.getLogger("moria.agent")
 
-BACKEND_NAMES: tuple[str, ...] = ClientName.__args__  # type: ignore[attr-defined]
 
 
 #: How many problems of one invalid config an error message lists.

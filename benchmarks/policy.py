@@ -57,7 +57,7 @@ def serve(address: str) -> None:
     import agent_server.__main__ as agent_main
     from agent_server import backends
 
-    backends.BACKENDS["local"] = lambda _client: InstantBackend()
+    backends.FACTORIES["local"] = lambda _client: InstantBackend()
     agent_main.main(["--address", address, "--capacity", "1024"])
 
 

@@ -15,17 +15,23 @@ environment (see ``API_KEY_ENV``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from moria.backends import ALIASES, BACKEND_NAMES, BACKENDS
 from moria.strategies import strategy_facts
 
-#: Strategy names accepted by ``agent.type``.
-AgentType = Literal[
-    "naive", "cot", "robust_naive", "robust_cot", "few_shot", "plan_action", "dummy", "oracle",
-    "random", "scripted", "rl", "human",
-]
+if TYPE_CHECKING:  # the names are data (registries): statically, a str
+    AgentType = str
+    ClientName = str
+else:
+    #: Strategy names accepted by ``agent.type``: the strategy registry's, read from the
+    #: generated ``moria/strategies.json`` (``moria.strategies``).
+    AgentType = Literal[tuple(sorted(strategy_facts()))]
+    #: Backend names accepted by ``client.client_name`` (after ``CLIENT_ALIASES``): the
+    #: records of ``moria.backends``.
+    ClientName = Literal[BACKEND_NAMES]
 
 #: The agent types BALROG itself has (those ``agent.protocol=balrog`` can play).
 BALROG_AGENT_TYPES: tuple[str, ...] = ("naive", "cot", "robust_naive", "robust_cot", "few_shot")
@@ -42,36 +48,17 @@ NON_MODEL_AGENT_TYPES: frozenset[str] = frozenset(
 TENSOR_AGENT_TYPES: frozenset[str] = frozenset(
     name for name, facts in strategy_facts().items() if facts.reads_tensors)
 
-#: Backend names accepted by ``client.client_name`` (after ``CLIENT_ALIASES``).
-ClientName = Literal["local", "openai", "openrouter", "anthropic", "gemini", "vllm", "llamacpp"]
-
 #: Other spellings of client names: BALROG writes ``claude``, MOSAIC writes ``google``.
-CLIENT_ALIASES: dict[str, str] = {"claude": "anthropic", "google": "gemini"}
+CLIENT_ALIASES: dict[str, str] = ALIASES
 
 #: Environment variables that may hold the API key for each client, in the order they are read
-#: (empty: no key needed). Gemini takes GOOGLE_API_KEY or GEMINI_API_KEY.
-API_KEY_ENV: dict[str, tuple[str, ...]] = {
-    "local": (),
-    "openai": ("OPENAI_API_KEY",),
-    "openrouter": ("OPENROUTER_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
-    "vllm": (),
-    "llamacpp": (),
-}
+#: (empty: no key needed), from ``moria.backends``.
+API_KEY_ENV: dict[str, tuple[str, ...]] = {r.name: r.key_env for r in BACKENDS}
 
 #: Default base URL per client, used when ``client.base_url`` is not set. None means the SDK's
 #: default for hosted APIs; for ``vllm`` and ``llamacpp`` it means "no server: run the model
 #: here" (vLLM's in-process engine; llama.cpp's server started as a child process).
-DEFAULT_BASE_URL: dict[str, str | None] = {
-    "local": None,
-    "openai": None,
-    "openrouter": "https://openrouter.ai/api/v1",
-    "anthropic": None,
-    "gemini": None,
-    "vllm": None,
-    "llamacpp": None,
-}
+DEFAULT_BASE_URL: dict[str, str | None] = {r.name: r.default_base_url for r in BACKENDS}
 
 #: ``client.reasoning_effort`` values (OpenAI reasoning models; mapped to budgets elsewhere).
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]

@@ -15,16 +15,20 @@ import argparse
 import json
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from moria.backends import ALIASES, BACKEND_NAMES
 from moria.config import INT32_MAX, AgentConfig, AgentType, ClientConfig
 from moria.families import UnknownEnvironmentError, resolve_environment, resolve_task
 
-#: ``--client`` values (``google`` is an alias of ``gemini``).
-ClientChoice = Literal["local", "openrouter", "openai", "anthropic", "google", "gemini", "vllm",
-                       "llamacpp"]
+if TYPE_CHECKING:
+    ClientChoice = str
+else:
+    #: ``--client`` values: every backend's name and alias (``moria.backends``; ``google`` is
+    #: an alias of ``gemini``).
+    ClientChoice = Literal[(*BACKEND_NAMES, *ALIASES)]
 
 #: JSON key -> the flag that sets it (the JSON key is the flag's name with ``_``, except where
 #: MOSAIC's config file uses another name: env_name, client_name, model_id).

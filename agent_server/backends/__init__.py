@@ -20,10 +20,11 @@ from agent_server.backends.base import (
     GenerateParams,
     TokenUsage,
 )
+from moria.backends import BACKENDS as BACKEND_RECORDS
 from moria.config import API_KEY_ENV, DEFAULT_BASE_URL, ClientConfig
 
 __all__ = [
-    "BACKENDS",
+    "FACTORIES",
     "IMAGE_INPUT",
     "Backend",
     "BackendError",
@@ -76,16 +77,9 @@ def missing_api_key(client: ClientConfig) -> str | None:
 #: Whether each client's backend can take images (``ChatMessage.images``): False = never (the
 #: embedded llama.cpp model reads text only, whatever its GGUF); None = it depends on the model
 #: served (a hosted vision model, a vLLM or llama.cpp server with a multimodal model), which
-#: only the provider can tell. ``takes_images`` refines this per client config.
-IMAGE_INPUT: dict[str, bool | None] = {
-    "local": False,
-    "openai": None,
-    "openrouter": None,
-    "anthropic": None,
-    "gemini": None,
-    "vllm": None,
-    "llamacpp": None,
-}
+#: only the provider can tell. ``takes_images`` refines this per client config. From the
+#: records of ``moria.backends``.
+IMAGE_INPUT: dict[str, bool | None] = {r.name: r.image_input for r in BACKEND_RECORDS}
 
 
 def takes_images(client: ClientConfig) -> bool | None:
@@ -131,8 +125,10 @@ def client_problems(client: ClientConfig, *, max_image_history: int = 0) -> list
 
 #: Clients whose backend calls a remote endpoint (probed before any episode); vllm and
 #: llamacpp do so only with a ``base_url`` (without one they run the model themselves).
-REMOTE_CLIENTS: frozenset[str] = frozenset({"openai", "openrouter", "anthropic", "gemini"})
-BASE_URL_CLIENTS: frozenset[str] = frozenset({"vllm", "llamacpp"})
+REMOTE_CLIENTS: frozenset[str] = frozenset(
+    r.name for r in BACKEND_RECORDS if r.endpoint == "remote")
+BASE_URL_CLIENTS: frozenset[str] = frozenset(
+    r.name for r in BACKEND_RECORDS if r.endpoint == "remote_with_base_url")
 
 
 async def probe_endpoint(client: ClientConfig) -> str | None:
@@ -209,8 +205,8 @@ def _local(client: ClientConfig) -> Backend:
     return LocalLlamaBackend(client)
 
 
-#: client_name -> factory. Add a provider by adding an entry.
-BACKENDS: dict[str, BackendFactory] = {
+#: client_name -> factory: one per record of ``moria.backends`` (a test checks they agree).
+FACTORIES: dict[str, BackendFactory] = {
     "openai": _openai_compat,
     "openrouter": _openai_compat,
     "anthropic": _anthropic,
@@ -224,10 +220,10 @@ BACKENDS: dict[str, BackendFactory] = {
 def create_backend(client: ClientConfig) -> Backend:
     """Build the backend for ``client``. Raises ``BackendError`` for an unknown client name, a
     missing API key, or an unknown local model name."""
-    factory = BACKENDS.get(client.client_name)
+    factory = FACTORIES.get(client.client_name)
     if factory is None:
         raise BackendError(
-            f"unknown client_name {client.client_name!r}; known: {', '.join(sorted(BACKENDS))}",
+            f"unknown client_name {client.client_name!r}; known: {', '.join(sorted(FACTORIES))}",
             provider=client.client_name,
         )
     return factory(client)

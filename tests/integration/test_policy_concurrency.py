@@ -107,13 +107,13 @@ async def test_a_backend_is_built_once_off_the_event_loop(
     from moria.server import Drain
 
     built_on: list[threading.Thread] = []
-    real = backends.BACKENDS["vllm"]
+    real = backends.FACTORIES["vllm"]
 
     def recording(client: ClientConfig) -> Backend:
         built_on.append(threading.current_thread())
         return real(client)
 
-    monkeypatch.setitem(backends.BACKENDS, "vllm", recording)
+    monkeypatch.setitem(backends.FACTORIES, "vllm", recording)
     servicer = service.PolicyServicer(drain=Drain())
     client = ClientConfig(client_name="vllm", base_url="http://127.0.0.1:9/v1", model_id="m")
     shared = await asyncio.gather(*(servicer.backend_for(client) for _ in range(4)))

@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from tests.support import fake_http
-from tests.support.fake_openai import Behaviour, FakeOpenAI, RecordedRequest
 from tests.support.fake_http import ScriptedHandler
+from tests.support.fake_openai import Behaviour, FakeOpenAI, RecordedRequest
 
 #: The output cap counted for a request that sends none.
 DEFAULT_MAX_TOKENS = 4096

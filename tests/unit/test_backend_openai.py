@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent_server.backends import BACKENDS, create_backend, default_params, missing_api_key
+from agent_server.backends import FACTORIES, create_backend, default_params, missing_api_key
 from agent_server.backends.base import (
     Backend,
     BackendError,
@@ -348,7 +348,7 @@ def test_missing_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_registry_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert set(BACKENDS) == {
+    assert set(FACTORIES) == {
         "openai", "openrouter", "anthropic", "gemini", "vllm", "llamacpp", "local"
     }
     monkeypatch.setenv("OPENROUTER_API_KEY", FAKE_KEY)

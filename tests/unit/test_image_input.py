@@ -48,10 +48,11 @@ def test_takes_images(config: ClientConfig, expected: bool | None) -> None:
     assert takes_images(config) is expected
 
 
-def test_every_client_has_an_image_entry() -> None:
-    from agent_server.backends import BACKENDS
+def test_every_backend_record_has_a_factory_and_an_image_entry() -> None:
+    from agent_server.backends import FACTORIES
+    from moria.backends import BACKEND_NAMES
 
-    assert set(IMAGE_INPUT) == set(BACKENDS)
+    assert set(IMAGE_INPUT) == set(FACTORIES) == set(BACKEND_NAMES)
 
 
 def test_no_frames_no_problem() -> None:
