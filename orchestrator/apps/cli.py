@@ -32,6 +32,7 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 from collections.abc import Coroutine
@@ -41,23 +42,27 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from moria import aio
-from orchestrator.apps.say import error_line, labelled, literal, warning
+from orchestrator.apps.say import error_line, invocation, labelled, literal, warning
 
 T = TypeVar("T")
 
-FULL_PROTOCOL_HINT = (
-    "BALROG's full BabyAI plan (its five tasks, 10 episodes each) with the local model, Moria's "
-    "own prompts and BALROG's 16-step history window (hours on 2 cores: once the window is "
-    "full each step re-evaluates about 550 prompt tokens, about 4 s):\n"
-    "  .venv/bin/moria eval envs.names=babyai eval.num_episodes.babyai=10 "
-    "eval.num_workers=1 eval.output_dir=results/babyai-full\n"
-    "Under BALROG's own prompts, comparable with its leaderboard (a BALROG checkout; a hosted "
-    "model needs OPENAI_API_KEY):\n"
-    "  git clone https://github.com/balrog-ai/BALROG ~/BALROG\n"
-    "  .venv/bin/moria protocol-check --balrog ~/BALROG --env babyai\n"
-    "  .venv/bin/moria eval envs.names=babyai agent.protocol=balrog agent.balrog_source=~/BALROG "
-    "client.client_name=openai client.model_id=gpt-4o eval.output_dir=results/babyai-gpt-4o"
-)
+
+def full_protocol_hint(moria: str) -> str:
+    """What ``moria eval --hint`` prints: how to run BALROG's full BabyAI plan, with ``moria``
+    the command as the user can run it from where they are (``say.invocation``)."""
+    return (
+        "BALROG's full BabyAI plan (its five tasks, 10 episodes each) with the local model, "
+        "Moria's own prompts and BALROG's 16-step history window (hours on 2 cores: once the "
+        "window is full each step re-evaluates about 550 prompt tokens, about 4 s):\n"
+        f"  {moria} eval envs.names=babyai eval.num_episodes.babyai=10 "
+        "eval.num_workers=1 eval.output_dir=results/babyai-full\n"
+        "Under BALROG's own prompts, comparable with its leaderboard (a BALROG checkout; a "
+        "hosted model needs OPENAI_API_KEY):\n"
+        "  git clone https://github.com/balrog-ai/BALROG ~/BALROG\n"
+        f"  {moria} protocol-check --balrog ~/BALROG --env babyai\n"
+        f"  {moria} eval envs.names=babyai agent.protocol=balrog agent.balrog_source=~/BALROG "
+        "client.client_name=openai client.model_id=gpt-4o eval.output_dir=results/babyai-gpt-4o"
+    )
 
 
 #: The commands installed next to ``moria`` (pyproject ``[project.scripts]``), for
@@ -212,7 +217,7 @@ def _evaluate(spec: Any, args: argparse.Namespace, console: Console) -> int:
     warmup.wait()
     _draw_progress(outcome.summary, Path(outcome.output_dir), console)
     if getattr(args, "hint", False):
-        console.print(FULL_PROTOCOL_HINT, highlight=False)
+        console.print(full_protocol_hint(invocation()), highlight=False)
     return report_verdict(outcome.verdict, console)
 
 
@@ -391,11 +396,33 @@ def _cmd_tournament(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+#: ``moria serve COMPONENT`` -> the module that serves it (run as ``python -m MODULE serve``:
+#: the orchestrator never imports the other services).
+SERVER_MODULES: dict[str, str] = {"env": "env_server", "agent": "agent_server",
+                                  "orchestrator": "orchestrator.apps.service"}
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
-    module = {"env": "env_server", "agent": "agent_server",
-              "orchestrator": "orchestrator.apps.service"}[args.component]
+    module = SERVER_MODULES[args.component]
     os.execv(sys.executable, [sys.executable, "-m", module, "serve", *args.rest])
     return 0  # not reached
+
+
+class _ServeHelp(argparse.Action):
+    """``moria serve --help``: the dispatcher's usage, then every server's own ``--help`` (each
+    asked of its module in a subprocess, so the flags shown are the ones it takes)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        parser.print_help()
+        for component, module in SERVER_MODULES.items():
+            print(f"\n--- moria serve {component} --help ---", flush=True)
+            subprocess.run([sys.executable, "-m", module, "serve", "--help"], check=False)
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -516,8 +543,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tournament-spec overrides, e.g. seeds=4 eval.num_workers=2")
     tn.set_defaults(func=_cmd_tournament)
 
-    sv = sub.add_parser("serve", help="run one server (env, agent or orchestrator)")
-    sv.add_argument("component", choices=["env", "agent", "orchestrator"])
+    sv = sub.add_parser("serve", help="run one server (env, agent or orchestrator)",
+                        add_help=False)
+    sv.add_argument("-h", "--help", action=_ServeHelp,
+                    help="show this help and every server's flags, then exit")
+    sv.add_argument("component", choices=list(SERVER_MODULES))
     sv.add_argument("rest", nargs=argparse.REMAINDER, help="server flags (see --help)")
     sv.set_defaults(func=_cmd_serve)
     return parser

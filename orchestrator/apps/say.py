@@ -9,7 +9,15 @@ highlighter), with only the label styled.
 
 from __future__ import annotations
 
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
 from rich.text import Text
+
+#: The module ``python -m`` runs for ``moria``.
+CLI_MODULE = "orchestrator.apps.cli"
 
 
 def labelled(style: str, label: str, message: object) -> Text:
@@ -30,3 +38,19 @@ def warning(message: object) -> Text:
 def literal(message: object) -> Text:
     """``str(message)`` unstyled and unparsed (paths, run ids, addresses, counts)."""
     return Text(str(message))
+
+
+def invocation(argv0: str | None = None) -> str:
+    """How the user can run ``moria`` again from where they are, for commands printed in hints:
+    ``moria`` when that name on PATH is this very program; the path as they typed it otherwise
+    (a relative path stays relative: it is right from the directory they are in); the
+    interpreter and ``-m orchestrator.apps.cli`` when they ran the module. ``argv0``: default
+    ``sys.argv[0]``."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if not argv0 or argv0 == "-m" or argv0.endswith(".py"):
+        return f"{shlex.quote(sys.executable)} -m {CLI_MODULE}"
+    found = shutil.which("moria")
+    typed = shutil.which(argv0) if "/" not in argv0 else argv0
+    if found and typed and Path(found).resolve() == Path(typed).resolve():
+        return "moria"
+    return shlex.quote(argv0)

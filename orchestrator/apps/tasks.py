@@ -2,10 +2,11 @@
 
 Task ids are never cut or wrapped, whether stdout is a terminal or a pipe: they are what a run
 spec, a worker config and ``llm-worker --task`` take, so ``moria tasks | grep Soccer`` must show
-them whole. In a pipe every task is one line (the table is as wide as its widest row); in a
-terminal only the description wraps, and the table is never narrower than the env, task, max
-steps and default-action columns need (a narrower terminal shows the long lines wrapped by the
-terminal itself, with the ids intact).
+them whole. In a pipe every task is one plain line, its fields separated by a tab (a header line
+first: ``env``, ``task``, ``max steps``, ``default action``, ``description``), ready for
+``grep``, ``cut -f2`` or a spreadsheet; in a terminal a table where only the description wraps,
+never narrower than the env, task, max steps and default-action columns need (a narrower
+terminal shows the long lines wrapped by the terminal itself, with the ids intact).
 
 A task the server lists but cannot open (``TaskInfo.unavailable``: Melting Pot's scenarios,
 whose bots need tensorflow) is listed all the same, its description cell starting with
@@ -17,6 +18,8 @@ a sentence in a narrow description column would bury the table).
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -116,15 +119,20 @@ def render(rows: list[Row], console: Console) -> Table:
 
 
 def output_console(rows: list[Row]) -> Console:
-    """The stdout console: in a pipe, as wide as the widest row (one line per task); in a
-    terminal, its own width but never narrower than the id columns need."""
+    """The terminal's console: its own width but never narrower than the id columns need."""
     probe = Console()
     shown, _ = cells(rows, probe.is_terminal)
     longest = max([len(COLUMNS[-1]), *(len(row[-1]) for row in shown)])
-    if not probe.is_terminal:
-        return Console(width=table_width(shown, longest), soft_wrap=False)
     need = table_width(shown, min(longest, MIN_DESCRIPTION_WIDTH))
     return Console(width=max(probe.width, need))
+
+
+def plain_lines(rows: list[Row]) -> list[str]:
+    """The listing for a pipe: a header, then one line per task, fields separated by a tab
+    (a tab or line break inside a field becomes a space)."""
+    shown, _ = cells(rows, terminal=False)
+    return ["\t".join(" ".join(cell.split()) for cell in row)
+            for row in [tuple(COLUMNS), *shown]]
 
 
 def list_tasks(env: str = "", endpoint: str = "") -> int:
@@ -136,6 +144,12 @@ def list_tasks(env: str = "", endpoint: str = "") -> int:
                                + ", ".join(sorted(DEFAULT_NUM_EPISODES)), highlight=False)
         return 2
     rows = aio.run(_fetch(env, endpoint))
+    if not Console().is_terminal:
+        try:
+            print("\n".join(plain_lines(rows)), flush=True)
+        except BrokenPipeError:  # ``moria tasks | head``: the reader had enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     console = output_console(rows)
     console.print(render(rows, console))
     return 0
