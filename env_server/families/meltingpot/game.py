@@ -42,20 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from env_server.actions import invalid_action_feedback, resolve_action
 from env_server.families.meltingpot import oracle, substrates
 from env_server.families.meltingpot.instruction import build_instruction
 from env_server.families.meltingpot.package import modules
 from env_server.families.meltingpot.text import SpriteTable, View, decode_view, describe
-from env_server.game import (
-    ActionInfo,
-    AgentTransition,
-    AgentView,
-    Game,
-    GameOptions,
-    StepResult,
-    SubmittedAction,
-)
+from env_server.game import AgentTransition, AgentView, GameOptions, StepResult, SubmittedAction
+from env_server.simultaneous import SimultaneousGame
 
 if TYPE_CHECKING:
     from env_server.families.meltingpot.bots import Population
@@ -87,7 +79,7 @@ def crop_rgb(rgb: np.ndarray, radius: int, window: Mapping[str, int]) -> np.ndar
     return np.ascontiguousarray(rgb[top:bottom, left:right], dtype=np.uint8)
 
 
-class MeltingPotGame(Game):
+class MeltingPotGame(SimultaneousGame):
     """A substrate game, or a scenario's (module doc), built by ``MeltingPotFamily.open``; not
     reset yet. ``roles``: one per substrate slot; ``scenario``/``background``: the scenario and
     its bots (both or neither)."""
@@ -128,24 +120,8 @@ class MeltingPotGame(Game):
     # -- static facts -------------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        return list(self._agents)
-
-    @property
     def max_steps(self) -> int:
         return self._max_steps
-
-    def instruction(self, agent_id: str) -> str:
-        self._index(agent_id)
-        return self._instructions[agent_id]
-
-    def actions(self, agent_id: str) -> list[ActionInfo]:
-        self._index(agent_id)
-        return list(self._actions)
-
-    def default_action(self, agent_id: str) -> str:
-        self._index(agent_id)
-        return DEFAULT_ACTION
 
     # -- episode ------------------------------------------------------------------------------
 
@@ -176,22 +152,13 @@ class MeltingPotGame(Game):
     def step(self, actions: Mapping[str, SubmittedAction]) -> StepResult:
         if self._closed:
             raise RuntimeError("the game is closed")
-        if self._obs is None:
-            raise RuntimeError("step() before reset()")
-        if self._done:
-            raise RuntimeError("the episode is over; call reset() to start a new one")
-        if set(actions) != set(self._agents):
-            raise ValueError(f"expected one action for each of {self._agents}; "
-                             f"got {sorted(actions)}")
+        choices = self._choose_all(actions, started=self._obs is not None)
+        assert self._obs is not None  # _choose_all raised otherwise
         names = [a.name for a in self._actions]
-        applied: dict[str, tuple[str, bool, str]] = {}
         lab2d: dict[str, int] = {}
         chosen: dict[int, int] = {}
         for i, agent in zip(self._seats, self._agents, strict=True):
-            name, valid = resolve_action(actions[agent], self._actions, DEFAULT_ACTION)
-            applied[agent] = (name, valid, "" if valid else
-                              invalid_action_feedback(actions[agent], name))
-            chosen[i] = names.index(name)
+            chosen[i] = names.index(choices[agent].applied)
         if self._background is not None:
             chosen.update(self._background.act(self._obs, self._steps == 0, self._last, names))
         for i, index in chosen.items():
@@ -211,15 +178,11 @@ class MeltingPotGame(Game):
         self._done = terminated or truncated
         if self._done:
             self._end_reason = "step_limit" if truncated else "substrate"
-        transitions = {}
-        for i, agent in zip(self._seats, self._agents, strict=True):
-            name, valid, feedback = applied[agent]
-            transitions[agent] = AgentTransition(
-                view=self._view(i), reward=self._last[i], terminated=terminated,
-                truncated=truncated, valid=valid, applied_action=name, feedback=feedback)
-        return StepResult(transitions=transitions,
-                          next_agents=[] if self._done else list(self._agents),
-                          metrics=self.metrics(), done=self._done)
+        transitions: dict[str, AgentTransition] = {
+            agent: choices[agent].transition(self._view(i), self._last[i],
+                                             terminated=terminated, truncated=truncated)
+            for i, agent in zip(self._seats, self._agents, strict=True)}
+        return self._step_result(transitions)
 
     def metrics(self) -> dict[str, Any]:
         """The episode's figures (module doc): the seats' returns; for a scenario, also
@@ -264,12 +227,8 @@ class MeltingPotGame(Game):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _index(self, agent: str) -> int:
-        try:
-            return self._agents.index(agent)
-        except ValueError:
-            raise KeyError(f"unknown agent {agent!r}; agents: "
-                           f"{', '.join(self._agents)}") from None
+    def _default_name(self) -> str:
+        return DEFAULT_ACTION
 
     def decoded(self, index: int) -> View:
         """Player ``index``'s decoded view (also used by the tests)."""

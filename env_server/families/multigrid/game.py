@@ -52,7 +52,6 @@ import numpy as np
 from mosaic_multigrid.core.actions import Action
 from mosaic_multigrid.core.constants import TILE_PIXELS
 
-from env_server.actions import invalid_action_feedback, resolve_action
 from env_server.families.multigrid.instruction import (
     DEFAULT_ACTION,
     Seat,
@@ -69,15 +68,8 @@ from env_server.families.multigrid.text import (
     team_colour,
     view_info,
 )
-from env_server.game import (
-    ActionInfo,
-    AgentTransition,
-    AgentView,
-    Game,
-    GameOptions,
-    StepResult,
-    SubmittedAction,
-)
+from env_server.game import AgentTransition, AgentView, GameOptions, StepResult, SubmittedAction
+from env_server.simultaneous import SimultaneousGame
 
 # pygame (the package's Soccer renderer calls pygame.init) must not probe a sound card or a
 # display: frames are drawn off-screen.
@@ -110,7 +102,7 @@ def agent_id(index: int) -> str:
     return f"agent_{index}"
 
 
-class MultigridGame(Game):
+class MultigridGame(SimultaneousGame):
     """A Soccer or Collect game; built by ``MultigridFamily.open``, not reset yet.
 
     Args:
@@ -142,34 +134,13 @@ class MultigridGame(Game):
     # -- static facts -------------------------------------------------------------------------
 
     @property
-    def agents(self) -> list[str]:
-        """``agent_0`` .. ``agent_{n-1}`` in the env's index order."""
-        return list(self._agents)
-
-    @property
     def max_steps(self) -> int:
         """The env's step limit (``GameOptions.max_steps`` if set, else the task's)."""
         return int(self._env.max_steps)
 
-    def instruction(self, agent_id: str) -> str:
-        """The agent's instruction (its coordination level, role and observation mode).
-        Raises ``KeyError`` for an unknown agent."""
-        self._check(agent_id)
-        return self._instructions[agent_id]
-
-    def actions(self, agent_id: str) -> list[ActionInfo]:
-        """The 8 actions in the package's index order. Raises ``KeyError``."""
-        self._check(agent_id)
-        return list(self._actions)
-
-    def default_action(self, agent_id: str) -> str:
-        """``noop``. Raises ``KeyError`` for an unknown agent."""
-        self._check(agent_id)
-        return DEFAULT_ACTION
-
     def teammates(self, agent_id: str) -> list[str]:
         """The other agents of ``agent_id``'s team (the env's team assignment)."""
-        self._check(agent_id)
+        self._check_agent(agent_id)
         return [a for a in self._agents if a != agent_id and self._team[a] == self._team[agent_id]]
 
     # -- episode ------------------------------------------------------------------------------
@@ -197,19 +168,8 @@ class MultigridGame(Game):
         """
         if self._env is None:
             raise RuntimeError("the game is closed")
-        if self._obs is None:
-            raise RuntimeError("step() before reset()")
-        if self._done:
-            raise RuntimeError("the episode is over; call reset() to start a new one")
-        if set(actions) != set(self._agents):
-            raise ValueError(f"expected one action for each of {self._agents}; "
-                             f"got {sorted(actions)}")
-        applied: dict[str, tuple[str, bool, str]] = {}
-        for a in self._agents:
-            name, valid = resolve_action(actions[a], self._actions, DEFAULT_ACTION)
-            feedback = "" if valid else invalid_action_feedback(actions[a], name)
-            applied[a] = (name, valid, feedback)
-        env_actions = {i: Action[applied[a][0]] for i, a in enumerate(self._agents)}
+        chosen = self._choose_all(actions, started=self._obs is not None)
+        env_actions = {i: Action[chosen[a].applied] for i, a in enumerate(self._agents)}
         self._obs, rewards, terms, truncs, _ = self._env.step(env_actions)
         self._steps += 1
         self._count_possession()
@@ -219,16 +179,11 @@ class MultigridGame(Game):
         if self._done:
             self._finish(terminated)
         frame = self._frame()
-        transitions = {}
-        for i, a in enumerate(self._agents):
-            name, valid, feedback = applied[a]
-            transitions[a] = AgentTransition(
-                view=self._view(a, frame), reward=float(rewards[i]),
-                terminated=terminated, truncated=truncated, valid=valid,
-                applied_action=name, feedback=feedback)
-        return StepResult(transitions=transitions,
-                          next_agents=[] if self._done else list(self._agents),
-                          metrics=self.metrics(), done=self._done)
+        transitions: dict[str, AgentTransition] = {
+            a: chosen[a].transition(self._view(a, frame), float(rewards[i]),
+                                    terminated=terminated, truncated=truncated)
+            for i, a in enumerate(self._agents)}
+        return self._step_result(transitions)
 
     def metrics(self) -> dict[str, Any]:
         """Running metrics (module doc)."""
@@ -281,9 +236,8 @@ class MultigridGame(Game):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _check(self, agent: str) -> None:
-        if agent not in self._team:
-            raise KeyError(f"unknown agent {agent!r}; agents: {', '.join(self._agents)}")
+    def _default_name(self) -> str:
+        return DEFAULT_ACTION
 
     def _reset_counters(self) -> None:
         self._done = False
