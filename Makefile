@@ -106,6 +106,7 @@ checks: install
 	$(PY) protos/generate.py --check
 	$(PY) -m env_server.families --check
 	$(PY) -m agent_server.strategies --check
+	$(PY) -m benchmarks.tables --check
 	$(PY) -m moria.backends --check
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
