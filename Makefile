@@ -191,7 +191,8 @@ stack-test: install $(if $(filter docker,$(MORIA_ENGINE)),,$(COMPOSE_STAMP))
 #                       on a Debian/Ubuntu host without a Docker daemon (root; idempotent)
 #   make base-image     the images' base made with debootstrap, for hosts that reach no container
 #                       registry (root; skipped when it exists, FORCE=1 rebuilds)
-#   make dockerfiles    regenerate deploy/docker/*/Dockerfile from moria/families.json
+#   make dockerfiles    regenerate deploy/docker/*/Dockerfile and the deploy files (compose, k8s,
+#                       run specs) from moria/families.json; make deploy-check fails on stale ones
 #   make images         build every image with podman (else docker), or IMAGES="babyai nethack";
 #                       prints each one's build time and size. The base: $$MORIA_BASE_IMAGE, else
 #                       the official python image when a registry answers, else the local base

@@ -2,8 +2,10 @@
 
 Steps, each printed with its time; the first failing step makes the exit status 1:
 
-0. the Dockerfiles are current: ``deploy/images.py generate --check`` (they are generated from
-   one template and ``moria/families.json``; ``make dockerfiles`` rewrites them);
+0. the generated files are current: ``deploy/images.py generate --check`` (the Dockerfiles, the
+   env images' k8s Deployments and Services, and the generated regions of the Compose file, the
+   run specs, the kustomize lists and the orchestrator's allow-lists, all from
+   ``moria/families.json``; ``make dockerfiles`` rewrites them);
 1. hadolint on every ``deploy/docker/*/Dockerfile`` with ``deploy/.hadolint.yaml``;
 2. ``kubectl kustomize`` of ``deploy/k8s/base``, ``deploy/k8s/overlays/local`` and
    ``deploy/k8s/overlays/tls`` into ``build/deploy-check/rendered/{base,local,tls}.yaml``;
@@ -76,7 +78,8 @@ def step_generated() -> str:
     proc = run([sys.executable, str(DEPLOY / "images.py"), "generate", "--check"])
     if proc.returncode != 0:
         raise CheckFailed(proc.stdout + proc.stderr)
-    return f"{len(dockerfiles())} Dockerfiles match deploy/images.py and moria/families.json"
+    return (f"{len(dockerfiles())} Dockerfiles and the deploy files match deploy/images.py and "
+            "moria/families.json")
 
 
 def step_hadolint() -> str:

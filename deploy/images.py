@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Moria's container images: their Dockerfiles, generated from one template and the family
-manifests (``moria/families.json``), and their builds with podman or docker.
+"""Moria's container images: their Dockerfiles and deploy files, generated from templates and the
+family manifests (``moria/families.json``), and their builds with podman or docker.
 
     python3 deploy/images.py generate [--check]  write (or only check) deploy/docker/*/Dockerfile
+                                                 and the deploy files (below)
     python3 deploy/images.py list                name, tag, Dockerfile and families of each image
     python3 deploy/images.py build [NAME ...]    build them (default all): each one's time and size
 
@@ -16,8 +17,16 @@ in, and Compose, Kubernetes and tests/deploy run that CMD as written. So the fam
 serves are written into its Dockerfile, from the manifests: a family added to
 ``moria/families.json`` with an ``image`` (and ``extra``, ``prepare``) reaches its Dockerfile by
 ``make dockerfiles``; only what no manifest says (``ENV_IMAGE_NEEDS`` below: a compiler, git, a
-``--no-deps`` package) is written here. A new image also needs its Compose service and Kubernetes
-Deployment (tests/deploy fails until both exist).
+``--no-deps`` package, the CPU, memory and /tmp sizes) is written here.
+
+The same command writes everything else that names the env images (``deploy_files``): each
+image's Kubernetes Deployment and Service (``deploy/k8s/base/env-<image>.yaml``, whole files),
+and, between ``BEGIN GENERATED`` / ``END GENERATED`` marker lines of hand-written files
+(``REGIONS``), its Compose service, the orchestrator's ``depends_on`` and allowed endpoints, the
+run specs' ``endpoints.env``, the kustomize resource and image lists, the tls component's server
+arguments and the image table of docs/deploy.md. So a family with a new image touches its folder
+and generated files only (tests/deploy/test_adding_a_family.py); ``--check`` (tests/deploy,
+``make deploy-check``) fails on a stale or stray one.
 
 The base: ``ARG BASE_IMAGE`` (default the official ``python:3.11.13-slim-bookworm``). ``build``
 uses ``$MORIA_BASE_IMAGE`` when set, else the official image when the engine has it or can pull
@@ -75,6 +84,22 @@ NUMBA_CACHE = {"NUMBA_CACHE_DIR": "/tmp/numba"}
 
 
 @dataclass(frozen=True)
+class Resources:
+    """What an env server of an image may use, written into its Compose service and its
+    Kubernetes Deployment. The defaults fit a light family (one Python process a game)."""
+
+    cpus: int = 2  # CPU limit (Compose ``cpus``, k8s ``limits.cpu``); at most 2 (Compose hosts)
+    memory_gib: int = 2  # memory limit; Compose also allows 256 pids per GiB
+    tmp_mib: int = 256  # the /tmp tmpfs (Compose) / emptyDir and ephemeral-storage limit (k8s)
+    cpu_request_m: int = 250  # k8s ``requests.cpu`` in millicores
+    memory_request_mib: int = 512  # k8s ``requests.memory``
+
+
+#: an image whose games run in worker processes or need more room than the default
+HEAVIER = Resources(cpu_request_m=500, memory_request_mib=1024)
+
+
+@dataclass(frozen=True)
 class Needs:
     """What an image needs that its families' manifests do not say."""
 
@@ -96,23 +121,35 @@ class Needs:
     #: requirements (names) that compile for minutes: their extras' install looks in
     #: ``deploy/wheels/`` first, where ``build`` puts the host's prebuilt wheels (``WHEELS_DIR``)
     wheels: tuple[str, ...] = ()
+    #: an env image's limits and requests in Compose and Kubernetes
+    resources: Resources = Resources()
 
 
-#: the env images' needs beyond their manifests, by image name
+#: the env images' needs beyond their manifests, by image name (an image not listed gets the
+#: defaults: no system package, ``Resources()``)
 ENV_IMAGE_NEEDS: dict[str, Needs] = {
     "nethack": Needs(build_packages=("git",),
-                     why=("git: minihack 1.0.2 is an sdist whose setup.py runs git",)),
+                     why=("git: minihack 1.0.2 is an sdist whose setup.py runs git",),
+                     resources=Resources(memory_gib=4, tmp_mib=2048, cpu_request_m=500,
+                                         memory_request_mib=1024)),
     "textworld": Needs(build_packages=("build-essential",),
-                       why=("build-essential: TextWorld's jericho compiles with gcc",)),
-    "crafter": Needs(env=NUMBA_CACHE),
+                       why=("build-essential: TextWorld's jericho compiles with gcc",),
+                       resources=Resources(memory_gib=4, tmp_mib=1024, cpu_request_m=500,
+                                           memory_request_mib=1024)),
+    "crafter": Needs(env=NUMBA_CACHE, resources=HEAVIER),
     "multigrid": Needs(no_deps=("mosaic-multigrid==7.0.0",), env=NUMBA_CACHE,
                        no_deps_why=("mosaic-multigrid asks for pygame, which would overwrite "
-                                    "pygame-ce: --no-deps",)),
+                                    "pygame-ce: --no-deps",),
+                       resources=Resources(tmp_mib=512, cpu_request_m=500,
+                                           memory_request_mib=1024)),
     "meltingpot": Needs(
         source_scripts=("env_server/families/meltingpot/install_package.py",),
         source_scripts_why=("dm-meltingpot 2.4.1: an sdist whose build downloads its bots' "
                             "assets and whose requirements pull tensorflow; the script builds it "
-                            "with a placeholder assets tarball, --no-deps",)),
+                            "with a placeholder assets tarball, --no-deps",),
+        resources=HEAVIER),
+    "babaisai": Needs(resources=Resources(cpus=1, memory_gib=1, tmp_mib=128)),
+    "pettingzoo": Needs(resources=Resources(cpus=1, memory_gib=1, tmp_mib=128)),
 }
 
 
@@ -401,33 +438,378 @@ def render(image: Image) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate(check: bool) -> int:
-    """Write every image's Dockerfile (``check``: write nothing, report stale or stray ones).
-    Returns the exit status."""
-    images = all_images()
-    stale = []
+# ---------------------------------------------------------------------------------- deploy files
+# Compose services, Kubernetes Deployments and Services, the kustomize lists, the run specs'
+# endpoints and the orchestrator's allow-lists, for every env image of the manifests. Whole
+# files (deploy/k8s/base/env-<image>.yaml) are written entire; in the hand-written files only
+# the lines between a BEGIN and an END marker (REGIONS) are generated.
+
+DEPLOY_DIR = ROOT / "deploy"
+K8S_BASE = DEPLOY_DIR / "k8s" / "base"
+SOURCE = "deploy/images.py from moria/families.json"
+BEGIN_MARK = "BEGIN GENERATED by deploy/images.py (make dockerfiles):"
+END_MARK = "END GENERATED:"
+NAMESPACE = "moria"
+
+
+def _gib(value: int, unit: str) -> str:
+    """``value`` MiB as Compose (``unit`` "m": 256m, 2g) or Kubernetes ("Mi": 256Mi, 2Gi)
+    writes it."""
+    if value % 1024 == 0:
+        return f"{value // 1024}{'g' if unit == 'm' else 'Gi'}"
+    return f"{value}{unit}"
+
+
+def containerised() -> list[tuple[str, Image]]:
+    """(family, its image) for every family whose manifest names an image, by family name."""
+    by_family = {family: image for image in env_images() for family in image.families}
+    return sorted(by_family.items())
+
+
+def k8s_host(image: Image) -> str:
+    """The headless Service name clients dial for ``image``, fully qualified."""
+    return f"moria-env-{image.name}.{NAMESPACE}.svc.cluster.local"
+
+
+K8S_ENV = """\
+# Env server for the {name} family ({families}): Deployment + headless Service.
+# GENERATED by {source}: edit that script or the manifests,
+# then `make dockerfiles` (make deploy-check and tests/deploy fail on a stale copy).
+# The container runs the image's own command (moria serve env --families {families}
+# --address 0.0.0.0:{port} --grace {grace}
+# --metrics-address 0.0.0.0:{metrics}); terminationGracePeriodSeconds ({stop}) covers the
+# {grace} s drain plus the stop. Clients dial dns:///{host}:{port}.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: moria-env-{name}
+  labels:
+    app.kubernetes.io/name: moria-env-{name}
+    app.kubernetes.io/component: env
+    app.kubernetes.io/part-of: moria
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: moria-env-{name}
+  template:
+    metadata:
+      annotations:
+        # scraped by a Prometheus using the usual kubernetes_sd pod-annotation relabelling
+        prometheus.io/scrape: "true"
+        prometheus.io/port: "{metrics}"
+        prometheus.io/path: /metrics
+      labels:
+        app.kubernetes.io/name: moria-env-{name}
+        app.kubernetes.io/component: env
+        app.kubernetes.io/part-of: moria
+    spec:
+      terminationGracePeriodSeconds: {stop}
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 10001
+        runAsGroup: 10001
+        fsGroup: 10001
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+        - name: env
+          image: moria/env-{name}:0.1.0
+          imagePullPolicy: Always
+          ports:
+            - name: grpc
+              containerPort: {port}
+              protocol: TCP
+            - name: metrics  # /metrics (--metrics-address 0.0.0.0:{metrics} in the image's CMD)
+              containerPort: {metrics}
+              protocol: TCP
+          securityContext:
+            allowPrivilegeEscalation: false
+            privileged: false
+            readOnlyRootFilesystem: true
+            runAsNonRoot: true
+            capabilities:
+              drop: ["ALL"]
+          resources:
+            requests:
+              cpu: "{cpu_request}m"
+              memory: {memory_request}
+              ephemeral-storage: 64Mi
+            limits:
+              cpu: "{cpus}"
+              memory: {memory}Gi
+              ephemeral-storage: {tmp}
+          startupProbe:
+            grpc:
+              port: {port}
+            periodSeconds: 2
+            failureThreshold: 60
+          readinessProbe:
+            grpc:
+              port: {port}
+            periodSeconds: 5
+            failureThreshold: 1
+          livenessProbe:
+            grpc:
+              port: {port}
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 6
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+      volumes:
+        - name: tmp
+          emptyDir:
+            sizeLimit: {tmp}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: moria-env-{name}
+  labels:
+    app.kubernetes.io/name: moria-env-{name}
+    app.kubernetes.io/component: env
+    app.kubernetes.io/part-of: moria
+spec:
+  clusterIP: None
+  selector:
+    app.kubernetes.io/name: moria-env-{name}
+  ports:
+    - name: grpc
+      port: {port}
+      targetPort: grpc
+      protocol: TCP
+"""
+
+
+def render_k8s_env(image: Image) -> str:
+    """``deploy/k8s/base/env-<image>.yaml``: the image's Deployment and headless Service."""
+    res = image.needs.resources
+    return K8S_ENV.format(
+        name=image.name, families=",".join(image.families), source=SOURCE, port=image.port,
+        grace=GRACE_S, stop=GRACE_S + 5, metrics=METRICS_PORT, host=k8s_host(image),
+        cpu_request=res.cpu_request_m, memory_request=_gib(res.memory_request_mib, "Mi"),
+        cpus=res.cpus, memory=res.memory_gib, tmp=_gib(res.tmp_mib, "Mi"))
+
+
+def _compose_services(images: list[Image]) -> list[str]:
+    lines: list[str] = []
     for image in images:
-        text = render(image)
-        current = image.dockerfile.read_text() if image.dockerfile.exists() else None
+        res = image.needs.resources
+        lines += [
+            f"env-{image.name}:",
+            "  <<: *hardening",
+            "  build:",
+            "    context: ..",
+            f"    dockerfile: {image.dockerfile.relative_to(ROOT)}",
+            "    args: *build-args",
+            f"  image: {image.tag}",
+            "  networks: [envs]",
+            f'  tmpfs: ["/tmp:size={_gib(res.tmp_mib, "m")},mode=1777"]',
+            "  healthcheck: *env-healthcheck",
+            "  deploy:",
+            "    resources:",
+            f'      limits: {{cpus: "{res.cpus}", memory: {res.memory_gib}g, '
+            f"pids: {256 * res.memory_gib}}}",
+            "      reservations: {memory: 256m}",
+            "",
+        ]
+    return lines
+
+
+def _wrapped_string(key: str, items: list[str], width: int = 92) -> list[str]:
+    """``key: "a,b,..."`` as a double-quoted YAML scalar broken after commas (an escaped line
+    break: the value has no space), each line at most about ``width`` characters."""
+    lines = [f'{key}: "']
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else '"')
+        if len(lines[-1]) + len(piece) > width and not lines[-1].endswith('"'):
+            lines[-1] += "\\"
+            lines.append("  " + piece)
+        else:
+            lines[-1] += piece
+    return lines
+
+
+def _compose_allowed(images: list[Image]) -> list[str]:
+    targets = [f"env-{image.name}:{image.port}" for image in images]
+    return _wrapped_string("MORIA_ALLOWED_ENDPOINTS", [*targets, f"dns:///agent:{AGENT_PORT}"])
+
+
+def _compose_depends(images: list[Image]) -> list[str]:
+    return [f"env-{image.name}: {{condition: service_healthy}}" for image in images]
+
+
+def _compose_endpoints(_: list[Image]) -> list[str]:
+    return [f'{family}: ["env-{image.name}:{image.port}"]' for family, image in containerised()]
+
+
+def _k8s_endpoints(_: list[Image]) -> list[str]:
+    return [f'{family}: ["dns:///{k8s_host(image)}:{image.port}"]'
+            for family, image in containerised()]
+
+
+def _k8s_allowed(images: list[Image]) -> list[str]:
+    targets = [f"dns:///{k8s_host(image)}:{image.port}" for image in images]
+    targets.append(f"dns:///moria-agent.{NAMESPACE}.svc.cluster.local:{AGENT_PORT}")
+    return ["- name: MORIA_ALLOWED_ENDPOINTS", "  value: >-",
+            *(f"    {t}{',' if i < len(targets) - 1 else ''}" for i, t in enumerate(targets))]
+
+
+def _kustomize_resources(images: list[Image]) -> list[str]:
+    return [f"- env-{image.name}.yaml" for image in images]
+
+
+def _local_images(images: list[Image]) -> list[str]:
+    return [line for image in images
+            for line in (f"- name: {image.tag.split(':')[0]}", "  newTag: local")]
+
+
+def _tls_args(images: list[Image]) -> list[str]:
+    tls = ["--tls-cert", "/etc/moria-tls/tls.crt", "--tls-key", "/etc/moria-tls/tls.key"]
+
+    def items(values: list[str] | tuple[str, ...]) -> str:
+        return ", ".join(json.dumps(v) for v in values)
+
+    lines: list[str] = []
+    for image in images:
+        metrics = image.cmd.index("--metrics-address")
+        lines += [
+            "- target:",
+            "    group: apps",
+            "    kind: Deployment",
+            f"    name: moria-env-{image.name}",
+            "  patch: |-",
+            "    - op: add",
+            "      path: /spec/template/spec/containers/0/args",
+            f"      value: [{items(image.cmd[:metrics])},",
+            f"              {items(image.cmd[metrics:])},",
+            f"              {items(tls)}]",
+        ]
+    return lines
+
+
+#: the docs table's rows of the images no manifest makes
+DOCS_FIXED_ROWS = (
+    "| `moria/agent` | `agent` (llama.cpp built with `-DGGML_NATIVE=OFF`) | Policy, port 50052 "
+    "| the local Qwen2.5-Coder-0.5B GGUF (`moria prepare --env local-model`) |",
+    "| `moria/orchestrator` | none | orchestrator, port 50070 | - |",
+)
+
+
+def _docs_table(images: list[Image]) -> list[str]:
+    """The image table of docs/deploy.md (a whole table: a comment line would end it)."""
+    rows = ["| image | extra (from `pyproject.toml`) | serves | data baked in (under "
+            "`/opt/moria/data`) |", "|---|---|---|---|"]
+    for image in images:
+        extras = ", ".join(f"`{e}`" for e in image.extras) or "none"
+        if image.needs.no_deps:
+            extras += ", then " + ", ".join(f"`{r} --no-deps`" for r in image.needs.no_deps)
+        if image.needs.source_scripts:
+            extras += ", then " + ", ".join(f"`{s}`" for s in image.needs.source_scripts)
+        data = ", ".join(f"`moria prepare --env {p}`" for p in image.prepare) or "-"
+        rows.append(f"| `{image.tag.split(':')[0]}` | {extras} | `{','.join(image.families)}` "
+                    f"| {data} |")
+    return [*rows, *DOCS_FIXED_ROWS]
+
+
+#: file -> (region name, the function giving its lines from the env images): the generated
+#: parts of hand-written files, each between a BEGIN and an END marker line (whose indentation
+#: every generated line takes)
+REGIONS: dict[Path, list[tuple[str, Any]]] = {
+    DEPLOY_DIR / "compose.yaml": [("env services", _compose_services),
+                                  ("allowed endpoints", _compose_allowed),
+                                  ("env servers healthy", _compose_depends)],
+    DEPLOY_DIR / "run.yaml": [("env endpoints", _compose_endpoints)],
+    K8S_BASE / "kustomization.yaml": [("env resources", _kustomize_resources)],
+    K8S_BASE / "run-spec.yaml": [("env endpoints", _k8s_endpoints)],
+    K8S_BASE / "orchestrator.yaml": [("allowed endpoints", _k8s_allowed)],
+    DEPLOY_DIR / "k8s" / "overlays" / "local" / "kustomization.yaml": [
+        ("env images", _local_images)],
+    DEPLOY_DIR / "k8s" / "components" / "tls" / "kustomization.yaml": [
+        ("env server args", _tls_args), ("env endpoints", _k8s_endpoints)],
+    ROOT / "docs" / "deploy.md": [("env images", _docs_table)],
+}
+
+
+class RegionError(ValueError):
+    """A file lacks a region's markers, or has them out of order."""
+
+
+def fill_regions(path: Path, text: str, regions: list[tuple[str, list[str]]]) -> str:
+    """``text`` with the lines between each region's markers replaced by its lines, indented as
+    its BEGIN marker is. Markdown files mark regions with HTML comments, others with ``#``.
+    Raises RegionError naming the file and the region when a marker is missing."""
+    lines = text.split("\n")
+    comment = ("<!-- ", " -->") if path.suffix == ".md" else ("# ", "")
+    for name, generated in regions:
+        begin = f"{comment[0]}{BEGIN_MARK} {name}{comment[1]}"
+        end = f"{comment[0]}{END_MARK} {name}{comment[1]}"
+        starts = [i for i, line in enumerate(lines) if line.strip() == begin]
+        if len(starts) != 1:
+            raise RegionError(f"{path.relative_to(ROOT)}: needs exactly one line {begin!r}")
+        start = starts[0]
+        stop = next((i for i in range(start + 1, len(lines)) if lines[i].strip() == end), None)
+        if stop is None:
+            raise RegionError(f"{path.relative_to(ROOT)}: no {end!r} after {begin!r}")
+        indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+        lines[start + 1:stop] = [indent + line if line else "" for line in generated]
+    return "\n".join(lines)
+
+
+def deploy_files() -> dict[Path, str]:
+    """Every generated deploy file (whole or with generated regions) -> its text."""
+    images = env_images()
+    out = {K8S_BASE / f"env-{image.name}.yaml": render_k8s_env(image) for image in images}
+    for path, regions in REGIONS.items():
+        out[path] = fill_regions(path, path.read_text(),
+                                 [(name, make(images)) for name, make in regions])
+    return out
+
+
+def stray_deploy_files() -> list[Path]:
+    """``deploy/k8s/base/env-*.yaml`` of no image of the manifests."""
+    known = {K8S_BASE / f"env-{image.name}.yaml" for image in env_images()}
+    return [p for p in sorted(K8S_BASE.glob("env-*.yaml")) if p not in known]
+
+
+def generate(check: bool) -> int:
+    """Write every image's Dockerfile and the deploy files generated from the manifests
+    (``deploy_files``; ``check``: write nothing, report stale or stray ones). Returns the exit
+    status."""
+    images = all_images()
+    wanted = {image.dockerfile: render(image) for image in images}
+    try:
+        wanted.update(deploy_files())
+    except RegionError as exc:
+        print(f"error: {exc}")
+        return 1
+    stale = []
+    for path, text in wanted.items():
+        current = path.read_text() if path.exists() else None
         if current == text:
             continue
-        stale.append(str(image.dockerfile.relative_to(ROOT)))
+        stale.append(str(path.relative_to(ROOT)))
         if not check:
-            image.dockerfile.parent.mkdir(parents=True, exist_ok=True)
-            image.dockerfile.write_text(text)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
     known = {image.dockerfile for image in images}
     stray = [str(p.relative_to(ROOT)) for p in sorted(DOCKER_DIR.glob("*/Dockerfile"))
              if p not in known]
+    stray += [str(p.relative_to(ROOT)) for p in stray_deploy_files()]
     if check:
-        for path in stale:
-            print(f"stale: {path} (run `make dockerfiles`)")
-        for path in stray:
-            print(f"stray: {path} (no image in deploy/images.py or moria/families.json)")
+        for name in stale:
+            print(f"stale: {name} (run `make dockerfiles`)")
+        for name in stray:
+            print(f"stray: {name} (no image in deploy/images.py or moria/families.json)")
         return 1 if stale or stray else 0
-    print(f"{len(images)} Dockerfiles, {len(stale)} rewritten"
+    print(f"{len(wanted)} generated files, {len(stale)} rewritten"
           + (f": {', '.join(stale)}" if stale else ""))
-    for path in stray:
-        print(f"stray: {path} (no image in deploy/images.py or moria/families.json): remove it")
+    for name in stray:
+        print(f"stray: {name} (no image in deploy/images.py or moria/families.json): remove it")
     return 1 if stray else 0
 
 
@@ -703,7 +1085,7 @@ def list_images() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="deploy/images.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="write deploy/docker/*/Dockerfile")
+    gen = sub.add_parser("generate", help="write deploy/docker/*/Dockerfile and the deploy files")
     gen.add_argument("--check", action="store_true", help="write nothing; exit 1 when stale")
     sub.add_parser("list", help="the images: name, tag, Dockerfile, families")
     bld = sub.add_parser("build", help="build images with podman (or docker)")
