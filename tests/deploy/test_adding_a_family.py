@@ -25,9 +25,12 @@ import yaml
 
 from tests.deploy.dockerfiles import REPO
 
-#: what the temporary copy holds (tracked files only): the family folders and the code that
-#: discovers them, the generators and their outputs, the docs and the family test modules
-COPIED = ("pyproject.toml", "README.md", "moria", "env_server", "deploy", "docs", "tests/unit")
+#: what the temporary copy holds: the family folders and the code that discovers them, the
+#: generators and their outputs, the docs, the family test modules, and what the deploy tests
+#: (tests/deploy/test_manifests.py, run in the copy) import
+COPIED = ("pyproject.toml", "README.md", "moria", "env_server", "agent_server", "orchestrator",
+          "worker", "deploy", "docs", "tests/__init__.py", "tests/conftest.py", "tests/support",
+          "tests/deploy", "tests/unit")
 FAMILY = "throwaway"
 
 MANIFEST = f'''"""A throwaway family for tests/deploy/test_adding_a_family.py."""
@@ -161,6 +164,9 @@ def test_a_throwaway_family_touches_its_folder_and_generated_files_only(
             spec_text = next(d for d in docs if d["metadata"]["name"] == "moria-run-spec")[
                 "data"]["run.yaml"]
             assert f"dns:///moria-env-{FAMILY}.moria.svc.cluster.local:50051" in spec_text
+    # the deploy tests pass in the copy, unchanged: they know the new image from the manifests
+    _run(copy, sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         "tests/deploy/test_manifests.py")
     # the copy's own check passes on what was generated, and fails once a generated file is
     # edited by hand (make deploy-check runs the same --check)
     _run(copy, sys.executable, "deploy/images.py", "generate", "--check")
