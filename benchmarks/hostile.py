@@ -118,7 +118,7 @@ async def attack(kind: str, target: str, seconds: float, pause: float) -> list[l
 # ---- the healthy client and the control probe ------------------------------------------------
 
 async def _env_steps(target: str, stop: asyncio.Event) -> list[float]:
-    from benchmarks.run import oracle_episode
+    from benchmarks.common import oracle_episode
     from moria.clients import EnvClient
 
     ended: list[float] = []

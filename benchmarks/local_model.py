@@ -71,7 +71,7 @@ def run(task: str = TASK, steps: int = 24, window: int = BALROG_WINDOW,
     ``window``-step history; returns the per-step rows, their totals (``summarize``), the
     eval's wall seconds and the load average before and after. Raises RuntimeError when
     ``moria eval`` fails or writes no episode."""
-    from benchmarks.run import eval_command, read_episodes
+    from benchmarks.common import eval_command, read_episodes
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="moria-local-model-") as out:

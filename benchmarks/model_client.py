@@ -143,14 +143,14 @@ async def measure(base_url: str, calls: int, in_flight: int, rounds: int) -> dic
 def run(calls: int = 2000, in_flight: int = 16, rounds: int = 3) -> dict[str, Any]:
     """Start the fake server, measure, stop it; the figures with the load average before.
     Raises RuntimeError when the fake server does not start."""
-    from benchmarks.run import _announced_url
+    from benchmarks.common import announced_url
 
     load = [round(x, 2) for x in os.getloadavg()]
     fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
                              "--latency", "0", "--reply", ANSWER],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        base_url = _announced_url(fake)
+        base_url = announced_url(fake)
         figures = aio.run(measure(base_url, calls, in_flight, rounds))
     finally:
         fake.terminate()

@@ -54,10 +54,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import announced_url, oracle_episode
 from benchmarks.rounds import alternate, median, spread
 from moria import aio
 
@@ -87,26 +87,6 @@ def inprocess_steps_per_s(total_steps: int) -> float:
             steps += 1
         seed += 1
     return steps / (time.perf_counter() - start)
-
-
-async def oracle_episode(session: Any, task: str, seed: int, go_on: Callable[[], bool],
-                         on_step: Callable[[], None]) -> None:
-    """Play one episode of the BabyAI ``task`` at ``seed`` on an Env ``session``
-    (``moria.clients`` session) with the expert's action of each observation (``oracle``
-    hints), while ``go_on()`` holds, calling ``on_step()`` after each step; then close it."""
-    from moria.codecs import dict_from_struct, text_action
-    from moria.env.v1 import env_service_pb2 as env_pb
-
-    opened = await session.open(env_pb.OpenRequest(task=task, seed=seed, oracle=True))
-    obs = opened.agents["agent_0"].observation
-    while go_on():
-        hint = dict_from_struct(obs.info)["expert_action"]
-        response = await session.step({"agent_0": text_action(hint)})
-        on_step()
-        obs = response.agents["agent_0"].observation
-        if response.HasField("episode_end"):
-            break
-    await session.close()
 
 
 async def _remote_worker(target: str, steps_wanted: int, first_seed: int) -> int:
@@ -151,7 +131,7 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
                              "--latency", str(latency_s), "--reply", "turn left"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        base_url = _announced_url(fake)
+        base_url = announced_url(fake)
         spec = load_spec(None, ["client.client_name=vllm",
                                 f"client.base_url={base_url}",
                                 "client.model_id=fake", "client.max_retries=0",
@@ -176,39 +156,6 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
     return {"episodes": episodes, "latency_s": latency_s, "model_calls": calls,
             "longest_episode_steps": longest, "wall_s": round(wall, 3),
             "ideal_s": round(ideal, 3), "wall_over_ideal": round(wall / ideal, 3)}
-
-
-def eval_command(out: Path | str, *overrides: str) -> list[str]:
-    """The ``moria eval`` command line (this interpreter, the local stack, no progress bar)
-    with ``overrides`` and results written to ``out``."""
-    return [sys.executable, "-m", "orchestrator.apps.cli", "eval", *overrides,
-            f"eval.output_dir={out}", "--no-progress"]
-
-
-def read_episodes(out: Path | str) -> list[Any]:
-    """The episode records a benchmark's run wrote under ``out``, read by the project's own
-    reader. Raises RuntimeError when a file is unreadable or there is none."""
-    from moria.results import scan_episodes
-
-    episodes, warnings = scan_episodes(Path(out))
-    if warnings or not episodes:
-        raise RuntimeError(f"episodes under {out}: {'; '.join(warnings) or 'none written'}")
-    return episodes
-
-
-def _announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    """The base URL a fake model server prints on stdout once it listens (``FakeOpenAI``:
-    ``http://127.0.0.1:<port>/v1``, what an OpenAI client's ``base_url`` takes); it binds
-    port 0, so the port is known only from that line. Raises RuntimeError
-    when the process exits or stays silent for ``timeout`` seconds."""
-    from tests.support.processes import LineReader
-
-    assert process.stdout is not None
-    try:
-        return LineReader(process.stdout).wait_for(
-            lambda line: line.startswith("http://"), "the fake model server's URL", timeout)
-    except AssertionError as exc:
-        raise RuntimeError(str(exc)) from None
 
 
 def main() -> None:

@@ -34,9 +34,9 @@ import psutil
 
 from benchmarks.balrog_side import BalrogCheckout, BalrogSetupError
 from benchmarks.balrog_side import run_once as balrog_once
+from benchmarks.common import announced_url, eval_command, read_episodes
 from benchmarks.goals import best_row
 from benchmarks.process_tree import measure
-from benchmarks.run import _announced_url, eval_command, read_episodes
 
 #: BALROG's five BabyAI tasks, each played ``EPISODES_PER_TASK`` times (BALROG's default).
 TASK_KINDS = ("goto", "pickup", "open", "putnext", "pick_up_seq_go_to")
@@ -101,7 +101,7 @@ def run(workers: list[int], latency: float = 0.1, balrog: BalrogCheckout | None 
     plan = schedule(workers, (balrog_workers or []) if balrog else [], repeat)
     rows = []
     try:
-        base_url = _announced_url(fake)
+        base_url = announced_url(fake)
         runners: dict[str, Callable[[int], dict[str, Any]]] = {
             "moria": functools.partial(run_once, base_url)}
         if balrog is not None:

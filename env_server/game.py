@@ -17,12 +17,15 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from moria.family_options import MAX_OPTION_KEYS, OptionError, OptionSpec, check_options
 from moria.quoting import quote
+
+if TYPE_CHECKING:
+    from moria.families import FamilyManifest
 
 
 class TaskNotFoundError(KeyError):
@@ -245,6 +248,10 @@ class Family(ABC):
     inline_steps: bool = False
     #: Modules the worker forkserver imports once, so new workers start warm.
     preload: tuple[str, ...] = ()
+    #: Every family's manifest by name, shared by all families: set by ``env_server.families``
+    #: when it discovers them (every family class is defined under that package, so importing
+    #: one sets it); empty until then. Read by ``option_schema``.
+    manifests: ClassVar[Mapping[str, FamilyManifest]] = {}
 
     @abstractmethod
     def list_tasks(self) -> list[TaskInfo]:
@@ -253,11 +260,9 @@ class Family(ABC):
 
     def option_schema(self) -> tuple[Mapping[str, OptionSpec], Mapping[str, OptionSpec]]:
         """The family's options and seat options, from its manifest
-        (``moria.families.FamilyManifest.options`` / ``player_options``); a family with no
-        manifest (a test's) takes none."""
-        from env_server.families import MANIFESTS
-
-        manifest = MANIFESTS.get(self.name)
+        (``moria.families.FamilyManifest.options`` / ``player_options``, in ``manifests``); a
+        family with no manifest (a test's) takes none."""
+        manifest = self.manifests.get(self.name)
         if manifest is None:
             return {}, {}
         return manifest.options, manifest.player_options

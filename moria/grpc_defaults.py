@@ -44,3 +44,24 @@ def apply(environ: MutableMapping[str, str] = os.environ) -> bool:
         return False
     environ[EXPERIMENTS_VAR] = default_experiments()
     return True
+
+
+#: Default limit of one gRPC message, both directions (MiB), on servers and clients alike.
+DEFAULT_MAX_MESSAGE_MB = 64
+#: The same in bytes; servers change it with ``--max-message-mb``, clients with
+#: ``TransportSecurity.max_message_mb``.
+MAX_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_MB * 1024 * 1024
+
+
+def grpc_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Channel/server options: send and receive limits of ``max_message_bytes`` (a larger
+    message fails with RESOURCE_EXHAUSTED) and HTTP/2 keepalive."""
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ]

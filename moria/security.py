@@ -38,15 +38,13 @@ from typing import Any
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from moria.grpc_defaults import DEFAULT_MAX_MESSAGE_MB, grpc_options
 from moria.quoting import quote
 
 log = logging.getLogger("moria.security")
 
 #: The gRPC service probes may call without a token.
 HEALTH_SERVICE_PREFIX = "/grpc.health.v1.Health/"
-
-#: Default limit of one gRPC message, both directions (MiB), on servers and clients alike.
-DEFAULT_MAX_MESSAGE_MB = 64
 
 
 class SecurityConfigError(ValueError):
@@ -177,8 +175,6 @@ def channel_credentials(tls: TlsConfig, token: SecretStr | None = None,
 def channel_options(security: TransportSecurity | None) -> list[tuple[str, Any]]:
     """Channel options: Moria's message limits and keepalive, plus the TLS server-name
     override."""
-    from moria.server import grpc_options
-
     mb = security.max_message_mb if security is not None else DEFAULT_MAX_MESSAGE_MB
     options: list[tuple[str, Any]] = list(grpc_options(mb * 1024 * 1024))
     if security is not None and security.tls is not None and security.tls.server_name:

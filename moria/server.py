@@ -30,8 +30,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from moria import aio, gc_tuning, malloc_tuning
+from moria.grpc_defaults import DEFAULT_MAX_MESSAGE_MB, MAX_MESSAGE_BYTES, grpc_options
 from moria.security import (
-    DEFAULT_MAX_MESSAGE_MB,
     SecurityConfigError,
     ServerSecurity,
     is_local_target,
@@ -39,25 +39,6 @@ from moria.security import (
 )
 
 log = logging.getLogger("moria.server")
-
-#: Default maximum gRPC message size, both directions (bytes); servers change it with
-#: ``--max-message-mb``, clients with ``TransportSecurity.max_message_mb``.
-MAX_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_MB * 1024 * 1024
-
-
-def grpc_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    """Channel/server options: send and receive limits of ``max_message_bytes`` (a larger
-    message fails with RESOURCE_EXHAUSTED) and HTTP/2 keepalive."""
-    return [
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
-        ("grpc.keepalive_timeout_ms", 10_000),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.http2.max_pings_without_data", 0),
-        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-    ]
-
 
 #: Channel/server options with the default message limit (message limits and keepalive).
 GRPC_OPTIONS: list[tuple[str, int]] = grpc_options()

@@ -1,6 +1,6 @@
-"""Trained-policy players: the ``moria-mlp`` checkpoint format (``checkpoint``) and the numpy
-trainers that produce the shipped examples (``train``: PettingZoo classic by REINFORCE;
-``train_soccer``: multigrid Soccer 2v2 by behaviour cloning). See docs/rl-checkpoints.md."""
+"""Trained-policy players: the ``moria-mlp`` checkpoint format (``checkpoint``). The numpy
+trainers that produce the shipped examples sit above the services, in ``tools.rl``. See
+docs/rl-checkpoints.md."""
 
 from agent_server.rl.checkpoint import (
     FORMAT,

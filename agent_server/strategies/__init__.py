@@ -54,14 +54,14 @@ def registry_facts() -> list[StrategyFacts]:
 def create_strategy(ctx: EpisodeContext, backend: Backend | None) -> Strategy:
     """A new strategy instance for one episode, chosen by ``ctx.agent.protocol`` and
     ``ctx.agent.type``: under ``protocol=balrog`` BALROG's own agent of that type plays
-    (``agent_server.protocols.balrog``), otherwise the registered Moria strategy.
+    (``agent_server.strategies.balrog_protocol``), otherwise the registered Moria strategy.
 
     Raises:
         ValueError: when the type is not registered, an LLM strategy gets no backend, or the
             BALROG source cannot be used (``BalrogSourceError``, a ValueError).
     """
     if ctx.agent.protocol == "balrog":
-        from agent_server.protocols.balrog import BalrogProtocolStrategy
+        from agent_server.strategies.balrog_protocol import BalrogProtocolStrategy
 
         return BalrogProtocolStrategy(ctx, backend)
     try:

@@ -16,6 +16,7 @@ from moria.families import FamilyManifest
 
 #: family name -> its manifest, from the family folders.
 MANIFESTS: dict[str, FamilyManifest] = {m.name: m for m in discover()}
+Family.manifests = MANIFESTS  # where each family reads its options schema
 #: family name -> ``module:Class`` of its ``Family``, from the manifests.
 FAMILIES: dict[str, str] = {name: m.entry_point for name, m in MANIFESTS.items()}
 

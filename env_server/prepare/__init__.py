@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from env_server.data_source import DataSource
 from moria.prepare_protocol import PrepareRequestError
 
 __all__ = [
@@ -41,26 +41,6 @@ __all__ = [
     "select",
     "sources",
 ]
-
-
-@dataclass(frozen=True)
-class DataSource:
-    """One kind of prebuilt data of a family (see the module docstring).
-
-    ``name``: unique over all families (``textworld``, ``boxoban``); the manifest's ``prepare``
-    entry. ``description``: one line for ``moria prepare``'s summary. ``how_to_fix``: what to do
-    when a build fails (install an extra, point an option at prebuilt data). ``location``: the
-    folder the items go to.
-    """
-
-    name: str
-    description: str
-    how_to_fix: str
-    location: Callable[[], Path]
-    all_items: Callable[[], list[str]]
-    items_for: Callable[[str, int, Mapping[str, Any]], list[str]]
-    is_built: Callable[[str], bool]
-    build: Callable[[str], Path]
 
 
 @dataclass(frozen=True)

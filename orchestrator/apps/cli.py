@@ -42,7 +42,14 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from moria import aio
-from orchestrator.apps.say import error_line, invocation, labelled, literal, warning
+from orchestrator.apps.say import (
+    error_line,
+    invocation,
+    labelled,
+    literal,
+    stderr_console,
+    warning,
+)
 
 T = TypeVar("T")
 
@@ -96,13 +103,6 @@ def _epilog() -> str:
              for name, text in COMPANION_COMMANDS]
     return ("also installed with moria:\n" + "\n".join(lines)
             + "\n\n`moria COMMAND --help` shows a command's flags.")
-
-
-def stderr_console() -> Console:
-    """The console for messages and progress on stderr (every ``moria`` command prints its
-    errors and hints with it): a message is never wrapped, so an error stays one line that a
-    script can grep and a command in a hint stays one line that can be pasted."""
-    return Console(stderr=True, soft_wrap=True)
 
 
 def _stdout_console() -> Console:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moria import aio
-from orchestrator.apps.say import error_line, literal, warning
+from orchestrator.apps.say import error_line, literal, stderr_console, warning
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -149,8 +149,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``moria record-demos`` from parsed ``args``; returns the exit code."""
-    from orchestrator.apps.cli import stderr_console
-
     console = stderr_console()  # errors and hints are never wrapped
     try:
         spec, plan, out = _resolve(args)

@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from rich.console import Console
 from rich.text import Text
 
 #: The module ``python -m`` runs for ``moria``.
@@ -54,3 +55,10 @@ def invocation(argv0: str | None = None) -> str:
     if found and typed and Path(found).resolve() == Path(typed).resolve():
         return "moria"
     return shlex.quote(argv0)
+
+
+def stderr_console() -> Console:
+    """The console for messages and progress on stderr (every ``moria`` command prints its
+    errors and hints with it): a message is never wrapped, so an error stays one line that a
+    script can grep and a command in a hint stays one line that can be pasted."""
+    return Console(stderr=True, soft_wrap=True)

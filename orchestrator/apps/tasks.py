@@ -29,6 +29,7 @@ from rich.table import Table
 
 from moria import aio
 from moria.clients import EnvClient, close_channels
+from orchestrator.apps.say import stderr_console
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import DEFAULT_NUM_EPISODES
 
@@ -137,8 +138,6 @@ def plain_lines(rows: list[Row]) -> list[str]:
 
 def list_tasks(env: str = "", endpoint: str = "") -> int:
     """Print the task table; returns the process exit code."""
-    from orchestrator.apps.cli import stderr_console
-
     if env and env not in DEFAULT_NUM_EPISODES and not endpoint:
         stderr_console().print(f"unknown env {env!r}; allowed: "
                                + ", ".join(sorted(DEFAULT_NUM_EPISODES)), highlight=False)

@@ -37,8 +37,9 @@ from pydantic import (
 from moria.config import AgentConfig, ClientConfig
 from moria.families import FamilyManifest, default_tasks, families
 from moria.family_options import OptionError, check_options
+from moria.grpc_defaults import DEFAULT_MAX_MESSAGE_MB
 from moria.quoting import quote, quote_names
-from moria.security import DEFAULT_MAX_MESSAGE_MB, TlsConfig
+from moria.security import TlsConfig
 from moria.server_files import INSTALLED, names_a_model_file
 from orchestrator.plan.overrides import apply_overrides
 from orchestrator.plan.worker_config import (

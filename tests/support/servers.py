@@ -10,9 +10,10 @@ from typing import Any
 from env_server.service import MAX_ACTION_CHARS, REQUEST_LIMITS, EnvServicer
 from moria.clients import close_channels
 from moria.env.v1 import env_service_pb2, env_service_pb2_grpc
+from moria.grpc_defaults import MAX_MESSAGE_BYTES
 from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
 from moria.security import ServerSecurity
-from moria.server import MAX_MESSAGE_BYTES, Drain, MoriaServer
+from moria.server import Drain, MoriaServer
 from moria.server_files import ServerFiles
 
 #: What the local stack's servers take (``moria eval`` starts them with ``--client-paths`` on a

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent_server.backends.base import Backend, ChatMessage, Completion, GenerateParams, TokenUsage
-from agent_server.protocols.balrog import BalrogProtocolStrategy
+from agent_server.strategies.balrog_protocol import BalrogProtocolStrategy
 from agent_server.turn import EpisodeContext, TurnInput
 from env_server.actions import resolve_action
 from env_server.game import ActionInfo

@@ -292,7 +292,7 @@ def test_shipped_checkpoint_is_valid_and_small() -> None:
 
 
 def test_trainer_gradients_match_finite_differences() -> None:
-    from agent_server.rl.train import Mlp
+    from tools.rl.train import Mlp
 
     rng = np.random.default_rng(6)
     net = Mlp([5, 4, 3, 2], rng)
@@ -315,7 +315,7 @@ def test_trainer_gradients_match_finite_differences() -> None:
 
 def test_trainer_writes_a_loadable_checkpoint_and_is_deterministic(tmp_path: Path,
                                                                    capsys) -> None:
-    from agent_server.rl.train import main
+    from tools.rl.train import main
 
     args = ["--task", "connect_four_v3", "--episodes", "40", "--batch", "20", "--hidden", "8",
             "--eval-games", "4", "--seed", "3", "--quiet"]
@@ -330,7 +330,7 @@ def test_trainer_writes_a_loadable_checkpoint_and_is_deterministic(tmp_path: Pat
     trained = a.metadata.trained_with
     assert trained["seed"] == 3 and trained["episodes"] == 40
     assert trained["eval_vs_random"]["games"] == 4
-    assert trained["command"].startswith("python -m agent_server.rl.train --task connect_four_v3")
+    assert trained["command"].startswith("python -m tools.rl.train --task connect_four_v3")
 
 
 # -- format version 2: a list of inputs -------------------------------------------------------
@@ -557,7 +557,7 @@ def test_shipped_soccer_checkpoint_is_valid_small_and_plays_the_served_tensors()
 
 def test_soccer_trainer_is_deterministic_and_writes_a_v2_checkpoint(tmp_path: Path,
                                                                     capsys) -> None:
-    from agent_server.rl.train_soccer import main
+    from tools.rl.train_soccer import main
 
     args = ["--episodes", "2", "--expert-episodes", "1", "--refit-every", "1", "--epochs", "1",
             "--hidden", "8", "--eval-episodes", "1", "--seed", "2", "--quiet"]
@@ -572,4 +572,4 @@ def test_soccer_trainer_is_deterministic_and_writes_a_v2_checkpoint(tmp_path: Pa
     trained = a.metadata.trained_with
     assert trained["seed"] == 2 and trained["episodes"] == 2 and trained["samples"] > 0
     assert trained["eval_vs_random"]["episodes"] == 1
-    assert trained["command"].startswith("python -m agent_server.rl.train_soccer --episodes 2")
+    assert trained["command"].startswith("python -m tools.rl.train_soccer --episodes 2")

@@ -61,8 +61,8 @@ import dm_env
 import numpy as np
 
 from env_server.families.meltingpot import substrates
-from env_server.families.meltingpot.game import crop_rgb
 from env_server.families.meltingpot.package import modules
+from env_server.families.meltingpot.substrates import crop_rgb
 
 #: ``meltingpot.bot.NOOP_BOT_NAME``: the bot that always plays action ``NOOP_ACTION``
 NOOP_BOT = "noop_bot"

@@ -45,6 +45,7 @@ import numpy as np
 from env_server.families.meltingpot import oracle, substrates
 from env_server.families.meltingpot.instruction import build_instruction
 from env_server.families.meltingpot.package import modules
+from env_server.families.meltingpot.substrates import crop_rgb
 from env_server.families.meltingpot.text import SpriteTable, View, decode_view, describe
 from env_server.game import AgentTransition, AgentView, GameOptions, StepResult, SubmittedAction
 from env_server.simultaneous import SimultaneousGame
@@ -66,17 +67,6 @@ _MAX_SEED = 2**32 - 1
 
 def agent_id(index: int) -> str:
     return f"player_{index}"
-
-
-def crop_rgb(rgb: np.ndarray, radius: int, window: Mapping[str, int]) -> np.ndarray:
-    """The substrate's own view out of the widened, centred one: ``forward`` rows above the
-    player's row and ``backward`` below, ``left``/``right`` columns beside it."""
-    size = rgb.shape[0] // (2 * radius + 1)
-    top = (radius - int(window["forward"])) * size
-    bottom = (radius + int(window["backward"]) + 1) * size
-    left = (radius - int(window["left"])) * size
-    right = (radius + int(window["right"]) + 1) * size
-    return np.ascontiguousarray(rgb[top:bottom, left:right], dtype=np.uint8)
 
 
 class MeltingPotGame(SimultaneousGame):

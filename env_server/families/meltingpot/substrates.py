@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from env_server.families.meltingpot.package import modules
 from env_server.game import ActionInfo
 
@@ -313,3 +315,14 @@ def task_spec(name: str) -> TaskSpec:
         actions=actions, table=table, view=_avatar_view(settings),
         observations=tuple(config.individual_observation_names),
         description=f"Melting Pot substrate, {len(roles)} players")
+
+
+def crop_rgb(rgb: np.ndarray, radius: int, window: Mapping[str, int]) -> np.ndarray:
+    """The substrate's own view out of the widened, centred one: ``forward`` rows above the
+    player's row and ``backward`` below, ``left``/``right`` columns beside it."""
+    size = rgb.shape[0] // (2 * radius + 1)
+    top = (radius - int(window["forward"])) * size
+    bottom = (radius + int(window["backward"]) + 1) * size
+    left = (radius - int(window["left"])) * size
+    right = (radius + int(window["right"]) + 1) * size
+    return np.ascontiguousarray(rgb[top:bottom, left:right], dtype=np.uint8)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from env_server.data_source import DataSource
 from env_server.families.nethack.boxoban.generator import DIFFICULTIES
 from env_server.families.nethack.boxoban.source import (
     DEFAULT_POOL_SIZE,
@@ -23,7 +24,6 @@ from env_server.families.nethack.boxoban.source import (
 )
 from env_server.families.nethack.game import reduce_seed
 from env_server.families.nethack.minihack_tasks import BOXOBAN_DIFFICULTY
-from env_server.prepare import DataSource
 
 HOW_TO_FIX = ("Boxoban levels are generated locally; set MORIA_BOXOBAN_LEVELS (or "
               "minihack_kwargs.boxoban_levels) to an official boxoban-levels checkout instead")

@@ -18,12 +18,15 @@ preloads textworld. textworld is imported when a game is opened, not with this m
 
 from __future__ import annotations
 
-from env_server.families.textworld.games import GAME_FAMILIES, build_game, index_for_seed
+from env_server.families.textworld.games import (
+    DEFAULT_ACTION,
+    GAME_FAMILIES,
+    MAX_STEPS,
+    build_game,
+    index_for_seed,
+)
 from env_server.game import Family, Game, GameOptions, TaskInfo, TaskNotFoundError
 from env_server.options import check_single_player, step_limit
-
-MAX_STEPS = 80
-DEFAULT_ACTION = "help"
 
 DESCRIPTIONS: dict[str, str] = {
     "treasure_hunter": "find and take one object in a 20-room maze with locked doors and "

@@ -42,7 +42,7 @@ import textworld
 
 from env_server.actions import invalid_action_feedback, single_agent_action, single_agent_result
 from env_server.families.textworld import games
-from env_server.families.textworld.family import DEFAULT_ACTION, MAX_STEPS
+from env_server.families.textworld.games import DEFAULT_ACTION, MAX_STEPS
 from env_server.families.textworld.instruction import BUILDERS
 from env_server.families.textworld.render import text_frame
 from env_server.families.textworld.text import observation_text

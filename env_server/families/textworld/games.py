@@ -35,6 +35,10 @@ from env_server.families.textworld import recipes
 from moria.cache import cache_path, file_lock
 from moria.files import replace_file
 
+#: The step cap of every TextWorld game (BALROG's) and the action of a turn without one.
+MAX_STEPS = 80
+DEFAULT_ACTION = "help"
+
 GAME_FAMILIES: tuple[str, ...] = ("treasure_hunter", "the_cooking_game", "coin_collector")
 GAMES_PER_FAMILY = 25
 GAMES_ENV = "MORIA_TEXTWORLD_GAMES"

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from env_server.data_source import DataSource
 from env_server.families.textworld import games
-from env_server.prepare import DataSource
 
 HOW_TO_FIX = ("needs the textworld package (pip install 'moria[textworld]'); the games are "
               "generated locally, nothing is downloaded")

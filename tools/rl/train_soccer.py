@@ -1,6 +1,6 @@
 """Train a ``moria-mlp`` (version 2) policy for mosaic-multigrid Soccer 2v2, in numpy only.
 
-    python -m agent_server.rl.train_soccer --episodes 300 --seed 0 \\
+    python -m tools.rl.train_soccer --episodes 300 --seed 0 \\
         --out examples/checkpoints/soccer_2v2_mlp.npz
 
 Recipe: **behaviour cloning of Moria's scripted Soccer bot** (``agent.type=scripted``,
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from agent_server.rl.checkpoint import CheckpointMetadata, InputSpec, save_checkpoint
-from agent_server.rl.train import Adam, Mlp, masked_probs
+from tools.rl.train import Adam, Mlp, masked_probs
 
 TASK = "MosaicMultiGrid-S-2v2-IndAgObs-v1"
 #: the policy's outputs: the scripted Soccer bot's actions, as the env names them
@@ -236,7 +236,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     result = evaluate(game, net, args.eval_episodes, 10_000_000,
                       np.random.default_rng(args.seed + 1))
     game.close()
-    command = "python -m agent_server.rl.train_soccer " + " ".join(
+    command = "python -m tools.rl.train_soccer " + " ".join(
         shlex.quote(a) for a in args.argv)
     metadata = CheckpointMetadata(
         env="multigrid", tasks=(TASK,), activation="relu", action_names=ACTIONS,
@@ -266,7 +266,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m agent_server.rl.train_soccer",
+    parser = argparse.ArgumentParser(prog="python -m tools.rl.train_soccer",
                                      description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--episodes", type=int, default=300,
                         help="training episodes (each gives 2 agents x up to 256 samples)")

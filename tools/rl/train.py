@@ -1,6 +1,6 @@
 """Train a ``moria-mlp`` policy for a PettingZoo classic game with REINFORCE, in numpy only.
 
-    python -m agent_server.rl.train --task connect_four_v3 --episodes 30000 --seed 0 \\
+    python -m tools.rl.train --task connect_four_v3 --episodes 30000 --seed 0 \\
         --out examples/checkpoints/connect_four_v3_mlp.npz
 
 The learner plays the PettingZoo env directly (``pettingzoo.classic.connect_four_v3``'s ``raw_env``,
@@ -213,7 +213,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
               file=console_err)
     result = evaluate(env, net, args.eval_games, np.random.default_rng(args.seed + 1),
                       10_000_000, agents)
-    command = "python -m agent_server.rl.train " + " ".join(shlex.quote(a) for a in args.argv)
+    command = "python -m tools.rl.train " + " ".join(shlex.quote(a) for a in args.argv)
     metadata = CheckpointMetadata(
         env="pettingzoo", tasks=(args.task,), observation_key="observation",
         observation_shape=spec.observation_shape, preprocess_scale=1.0, activation="relu",
@@ -262,7 +262,7 @@ def _update(net: Mlp, opt: Adam, batch: list[tuple[np.ndarray, np.ndarray, int, 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m agent_server.rl.train",
+    parser = argparse.ArgumentParser(prog="python -m tools.rl.train",
                                      description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--task", choices=sorted(TASKS), default="connect_four_v3")
     parser.add_argument("--episodes", type=int, default=30000)

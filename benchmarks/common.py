@@ -1,0 +1,63 @@
+"""Helpers the benchmark modules share (``benchmarks/run.py`` and the suites it runs import
+them from here, so no suite reaches into another's module)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+async def oracle_episode(session: Any, task: str, seed: int, go_on: Callable[[], bool],
+                         on_step: Callable[[], None]) -> None:
+    """Play one episode of the BabyAI ``task`` at ``seed`` on an Env ``session``
+    (``moria.clients`` session) with the expert's action of each observation (``oracle``
+    hints), while ``go_on()`` holds, calling ``on_step()`` after each step; then close it."""
+    from moria.codecs import dict_from_struct, text_action
+    from moria.env.v1 import env_service_pb2 as env_pb
+
+    opened = await session.open(env_pb.OpenRequest(task=task, seed=seed, oracle=True))
+    obs = opened.agents["agent_0"].observation
+    while go_on():
+        hint = dict_from_struct(obs.info)["expert_action"]
+        response = await session.step({"agent_0": text_action(hint)})
+        on_step()
+        obs = response.agents["agent_0"].observation
+        if response.HasField("episode_end"):
+            break
+    await session.close()
+
+
+def eval_command(out: Path | str, *overrides: str) -> list[str]:
+    """The ``moria eval`` command line (this interpreter, the local stack, no progress bar)
+    with ``overrides`` and results written to ``out``."""
+    return [sys.executable, "-m", "orchestrator.apps.cli", "eval", *overrides,
+            f"eval.output_dir={out}", "--no-progress"]
+
+
+def read_episodes(out: Path | str) -> list[Any]:
+    """The episode records a benchmark's run wrote under ``out``, read by the project's own
+    reader. Raises RuntimeError when a file is unreadable or there is none."""
+    from moria.results import scan_episodes
+
+    episodes, warnings = scan_episodes(Path(out))
+    if warnings or not episodes:
+        raise RuntimeError(f"episodes under {out}: {'; '.join(warnings) or 'none written'}")
+    return episodes
+
+
+def announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    """The base URL a fake model server prints on stdout once it listens (``FakeOpenAI``:
+    ``http://127.0.0.1:<port>/v1``, what an OpenAI client's ``base_url`` takes); it binds
+    port 0, so the port is known only from that line. Raises RuntimeError
+    when the process exits or stays silent for ``timeout`` seconds."""
+    from tests.support.processes import LineReader
+
+    assert process.stdout is not None
+    try:
+        return LineReader(process.stdout).wait_for(
+            lambda line: line.startswith("http://"), "the fake model server's URL", timeout)
+    except AssertionError as exc:
+        raise RuntimeError(str(exc)) from None
