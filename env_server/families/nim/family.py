@@ -7,12 +7,13 @@ Tasks (agents ``player_0``, who moves first, and ``player_1``):
 
 A task name is ``nim_`` followed by the heap sizes joined by ``-``. The step limit is
 ``DEFAULT_MAX_STEPS`` plies unless ``GameOptions.max_steps`` overrides it; reaching it ends the
-game as a draw.
+game *unfinished* (``env_server.turn_based.UNFINISHED``: no winner, progression 0, counted apart
+from draws).
 
 Family options (``GameOptions.kwargs``):
 
 - ``progression_agent``: the agent whose result ``metrics["progression"]`` reports (1 win,
-  0.5 draw, 0 loss), default ``player_0``.
+  0.5 draw, 0 loss or unfinished), default ``player_0``.
 
 Players (``GameOptions.players``), when given, must use the agent ids above. There is no
 oracle.
@@ -38,7 +39,7 @@ TASKS: dict[str, tuple[int, ...]] = {
     "nim_3-4-5": (3, 4, 5),
     "nim_1-3-5-7": (1, 3, 5, 7),
 }
-#: plies after which a game is cut short (a draw); every task ends well before
+#: plies after which a game is cut short (unfinished); every task ends well before
 DEFAULT_MAX_STEPS = 40
 
 
