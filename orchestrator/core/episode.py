@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -420,7 +421,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         error=late or (driver.error if end_reason in ("agent_error", "budget_exhausted")
                        else ""),
         done=end_reason in ("terminated", "truncated"),
-        episode_return=sum(driver.returns.values()), num_steps=driver.num_steps,
+        episode_return=math.fsum(driver.returns.values()), num_steps=driver.num_steps,
         progression=min(1.0, max(0.0, progression)), stats=metrics,
         failed_candidates=kept.failed, action_frequency=dict(kept.applied),
         input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
