@@ -144,6 +144,9 @@ def list_tasks(env: str = "", endpoint: str = "") -> int:
         return 2
     rows = aio.run(_fetch(env, endpoint))
     if not Console().is_terminal:
+        note = caption(rows, [])
+        if note:  # what the UNAVAILABLE marks mean, beside the lines (not among them)
+            stderr_console().print(note, highlight=False, markup=False)
         try:
             print("\n".join(plain_lines(rows)), flush=True)
         except BrokenPipeError:  # ``moria tasks | head``: the reader had enough

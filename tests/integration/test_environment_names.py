@@ -32,11 +32,8 @@ def listed(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
     """(env, task) of every row ``moria tasks`` prints (stdout a pipe)."""
     run = _run([str(BIN / "moria"), "tasks"], tmp_path_factory.mktemp("tasks"))
     assert run.returncode == 0, run.stderr
-    rows = []
-    for line in run.stdout.splitlines():
-        cells = [c.strip() for c in line.split("│")]
-        if len(cells) == 7 and cells[1] and cells[2]:  # "│ env │ task │ ... │"
-            rows.append((cells[1], cells[2]))
+    rows = [(cells[0], cells[1]) for cells in (line.split("\t") for line in
+                                                run.stdout.splitlines()[1:])]  # env, task
     assert len(rows) > 300, run.stdout[:2000]
     return rows
 

@@ -130,10 +130,10 @@ def test_moria_tasks_marks_the_scenarios_unavailable_with_the_reason(tmp_path: P
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     rows = []
-    for line in run.stdout.splitlines():  # a pipe: one line per task
-        cells = [c.strip() for c in line.split("\u2502")]
-        if len(cells) == 7 and cells[1] == "meltingpot":
-            rows.append((cells[2], cells[5]))
+    for line in run.stdout.splitlines()[1:]:  # a pipe: a header, then one line per task
+        cells = line.split("\t")
+        if cells[0] == "meltingpot":
+            rows.append((cells[1], cells[4]))
     assert len(rows) == len(SUBSTRATES) + 312
     assert [task for task, _ in rows[:len(SUBSTRATES)]] == list(SUBSTRATES)
     assert not [d for _, d in rows[:len(SUBSTRATES)] if "UNAVAILABLE" in d]
@@ -141,7 +141,7 @@ def test_moria_tasks_marks_the_scenarios_unavailable_with_the_reason(tmp_path: P
              f"UNAVAILABLE: {NOT_SERVED}. scenario of ")
     starts = Counter(next(m for m in marks if d.startswith(m)) for _, d in rows[len(SUBSTRATES):])
     assert starts == {marks[0]: 194, marks[1]: 118}
-    assert "312 task(s) marked UNAVAILABLE" in run.stdout
+    assert "312 task(s) marked UNAVAILABLE" in run.stderr
 
 
 def test_moria_tasks_in_a_terminal_gives_the_reason_once(tmp_path: Path) -> None:
