@@ -61,3 +61,17 @@ def announced_url(process: subprocess.Popen[str], timeout: float = 30.0) -> str:
             lambda line: line.startswith("http://"), "the fake model server's URL", timeout)
     except AssertionError as exc:
         raise RuntimeError(str(exc)) from None
+
+
+def run_timed(command: list[str]) -> float:
+    """Run ``command`` (e.g. ``eval_command``'s) to its end; its wall seconds. Raises
+    RuntimeError with the end of its stderr when it exits non-zero."""
+    import time
+
+    start = time.perf_counter()
+    proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"moria eval exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return wall

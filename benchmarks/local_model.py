@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +69,7 @@ def run(task: str = TASK, steps: int = 24, window: int = BALROG_WINDOW,
     ``window``-step history; returns the per-step rows, their totals (``summarize``), the
     eval's wall seconds and the load average before and after. Raises RuntimeError when
     ``moria eval`` fails or writes no episode."""
-    from benchmarks.common import eval_command, read_episodes
+    from benchmarks.common import eval_command, read_episodes, run_timed
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="moria-local-model-") as out:
@@ -82,12 +80,7 @@ def run(task: str = TASK, steps: int = 24, window: int = BALROG_WINDOW,
                                "client.client_name=local", f"eval.seed={seed}")
         if model:
             command.append(f"client.model_id={model}")
-        start = time.perf_counter()
-        proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, check=False)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise RuntimeError(f"moria eval exited {proc.returncode}: {proc.stderr[-2000:]}")
+        wall = run_timed(command)
         episodes = read_episodes(out)
     rows = [{"step": s.step, "input": s.input_tokens, "cached": s.cached_input_tokens,
              "evaluated": s.input_tokens - s.cached_input_tokens,

@@ -26,7 +26,6 @@ import datetime
 import json
 import math
 import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -64,7 +63,7 @@ def run_model(model: str, episodes: int, seed: int) -> dict[str, Any]:
     RuntimeError when ``moria eval`` fails or writes no episode."""
     from agent_server.backends.base import BackendError
     from agent_server.backends.models import resolve_model_path
-    from benchmarks.common import eval_command, read_episodes
+    from benchmarks.common import eval_command, read_episodes, run_timed
 
     start = time.perf_counter()
     try:
@@ -79,12 +78,7 @@ def run_model(model: str, episodes: int, seed: int) -> dict[str, Any]:
                                f"eval.max_steps_per_episode={MAX_STEPS}",
                                "client.client_name=local", f"client.model_id={model}",
                                "eval.num_workers=1", f"eval.seed={seed}")
-        start = time.perf_counter()
-        proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, check=False)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise RuntimeError(f"moria eval exited {proc.returncode}: {proc.stderr[-2000:]}")
+        wall = run_timed(command)
         records = sorted(read_episodes(out), key=lambda e: e.episode_index)
     steps = [s for e in records for s in e.steps]
     progression = [float(e.progression) for e in records]

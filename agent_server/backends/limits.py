@@ -26,7 +26,7 @@ episode that calls it): ``client.max_requests_per_minute`` and ``client.max_toke
 are leaky buckets (aiolimiter) that every attempt of a call (retries included) passes before it
 is sent, charged one request and the call's tokens as providers count them against a token limit
 at request time (OpenAI's documented rule): the prompt's estimate, a quarter of its text bytes
-(``ESTIMATE_BYTES_PER_TOKEN``) plus the image allowance, and the full ``max_tokens``. A 429
+(``moria.tokens``) plus the image allowance, and the full ``max_tokens``. A 429
 answer pauses every call to the endpoint for its ``retry-after`` (``RATE_LIMIT_PAUSE_S`` when it
 gives none), so the whole server slows down instead of each call backing off alone. The scope of
 the call running in a task is a context variable (``current_call``), read by the shared retry
@@ -51,6 +51,7 @@ from agent_server.backends.base import (
     GenerateParams,
 )
 from moria.config import ClientConfig
+from moria.tokens import estimate_tokens
 
 #: Tokens a chat template may add per message (role markers, separators).
 MESSAGE_OVERHEAD_TOKENS = 16
@@ -61,8 +62,6 @@ IMAGE_TOKENS = 1_600
 #: The thinking allowance of a ``reasoning_effort`` with no ``thinking_budget`` (Anthropic's
 #: and Gemini's budgets for "high").
 EFFORT_THINKING_TOKENS = 24_576
-#: Text bytes per token of a provider's estimate of a prompt before the call (rate limits).
-ESTIMATE_BYTES_PER_TOKEN = 4
 #: The pause (seconds) after a 429 that gives no retry-after.
 RATE_LIMIT_PAUSE_S = 1.0
 
@@ -106,7 +105,7 @@ def prompt_tokens(texts: Iterable[str], images: int) -> tuple[int, int]:
         size += len(text) if text.isascii() else len(text.encode("utf-8"))
     images_tokens = IMAGE_TOKENS * images
     bound = CALL_OVERHEAD_TOKENS + MESSAGE_OVERHEAD_TOKENS * messages + size + images_tokens
-    return bound, -(-size // ESTIMATE_BYTES_PER_TOKEN) + images_tokens
+    return bound, estimate_tokens(size) + images_tokens
 
 
 def token_bound(messages: list[ChatMessage], max_tokens: int, client: ClientConfig,

@@ -119,15 +119,23 @@ async def _terminable(work: Coroutine[Any, Any, T]) -> T:
     return await work
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
+def _command_spec(args: argparse.Namespace, console: Console) -> Any:
+    """The run spec of ``moria eval`` / ``moria plan``'s arguments (``--config``, ``--suite``,
+    ``--vlm`` and the overrides), or None after printing why it is bad (exit 2)."""
     from orchestrator.plan.spec import SpecError, load_spec
 
-    console = stderr_console()
     try:
-        spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
-                                       *args.overrides])
+        return load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
+                                        *args.overrides])
     except (SpecError, ValueError) as exc:
         console.print(error_line(exc))
+        return None
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    console = stderr_console()
+    spec = _command_spec(args, console)
+    if spec is None:
         return 2
     if getattr(args, "dry_run", False):
         from orchestrator.apps.plan import plan_command
@@ -261,16 +269,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     """``moria plan``: the spec as ``moria eval`` reads it, estimated
     (``orchestrator.apps.plan``)."""
     from orchestrator.apps.plan import plan_command
-    from orchestrator.plan.spec import SpecError, load_spec
 
     console = stderr_console()
-    try:
-        spec = load_spec(args.config, [*_suite_overrides(args.suite), *_vlm_overrides(args),
-                                       *args.overrides])
-    except (SpecError, ValueError) as exc:
-        console.print(error_line(exc))
-        return 2
-    return plan_command(spec, args, console)
+    spec = _command_spec(args, console)
+    return 2 if spec is None else plan_command(spec, args, console)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -48,11 +48,9 @@ from typing import Any, Final
 from moria.config import NON_MODEL_AGENT_TYPES
 from moria.records import SCORED_END_REASONS
 from moria.results import EPISODE_GLOB, read_episode
+from moria.tokens import BYTES_PER_TOKEN, estimate_tokens
 from orchestrator.plan.spec import RunSpec
 
-#: Bytes of UTF-8 text per token of the fallback estimate (English prose and game text run at
-#: 3.5-4.5 bytes per token under OpenAI's and Anthropic's tokenizers).
-BYTES_PER_TOKEN: Final = 4
 #: Tokens each chat message adds around its text (role and separators; OpenAI counts 3).
 MESSAGE_OVERHEAD_TOKENS: Final = 3
 #: Tokens every prompt adds for the reply's start (OpenAI counts 3).
@@ -124,7 +122,7 @@ class Tokenizer:
 def byte_tokenizer() -> Tokenizer:
     """The fallback: UTF-8 bytes / ``BYTES_PER_TOKEN``, rounded up."""
     return Tokenizer(f"estimate: UTF-8 bytes / {BYTES_PER_TOKEN}", False,
-                     lambda text: -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN))
+                     lambda text: estimate_tokens(len(text.encode("utf-8"))))
 
 
 #: Clients whose models use OpenAI's tokenizers (tiktoken knows them by model name).
