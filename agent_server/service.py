@@ -531,7 +531,7 @@ class _PlayStream:
         async with self._reserving:
             await self.context.write(pol_pb.PlayResponse(reserve=pol_pb.Reserve(
                 model=model, input_tokens=bound.input_tokens,
-                output_tokens=bound.output_tokens)))
+                output_tokens=bound.output_tokens, rate_tokens=bound.rate_tokens)))
             while True:
                 request = await self.read()
                 if request is grpc.aio.EOF:

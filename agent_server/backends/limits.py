@@ -23,10 +23,10 @@ worst case; a refused call is not sent and raises ``BudgetRefused``.
 
 **Rate limits** (``EndpointRateLimit``, one per endpoint on a policy server, shared by every
 episode that calls it): ``client.max_requests_per_minute`` and ``client.max_tokens_per_minute``
-are leaky buckets (aiolimiter) that every attempt of a call (retries included) passes before it
-is sent, charged one request and the call's tokens as providers count them against a token limit
-at request time (OpenAI's documented rule): the prompt's estimate, a quarter of its text bytes
-(``moria.tokens``) plus the image allowance, and the full ``max_tokens``. A 429
+are leaky buckets (``moria.limiter``) that every attempt of a call (retries included) passes
+before it is sent, charged one request and the call's tokens as providers count them against a
+token limit at request time (OpenAI's documented rule): the prompt's estimate, a quarter of its
+text bytes (``moria.tokens``) plus the image allowance, and the full ``max_tokens``. A 429
 answer pauses every call to the endpoint for its ``retry-after`` (``RATE_LIMIT_PAUSE_S`` when it
 gives none), so the whole server slows down instead of each call backing off alone. The scope of
 the call running in a task is a context variable (``current_call``), read by the shared retry
@@ -51,6 +51,7 @@ from agent_server.backends.base import (
     GenerateParams,
 )
 from moria.config import ClientConfig
+from moria.limiter import minute_bucket
 from moria.tokens import estimate_tokens
 
 #: Tokens a chat template may add per message (role markers, separators).
@@ -142,14 +143,11 @@ class EndpointRateLimit:
     limit <= 0."""
 
     def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None):
-        from aiolimiter import AsyncLimiter  # only servers given a limit import it
-
         for name, value in (("requests", requests_per_minute), ("tokens", tokens_per_minute)):
             if value is not None and not value > 0:
                 raise ValueError(f"{name} per minute must be > 0, got {value}")
-        self.requests = (AsyncLimiter(requests_per_minute, 60.0)
-                         if requests_per_minute else None)
-        self.tokens = AsyncLimiter(tokens_per_minute, 60.0) if tokens_per_minute else None
+        self.requests = minute_bucket(requests_per_minute) if requests_per_minute else None
+        self.tokens = minute_bucket(tokens_per_minute) if tokens_per_minute else None
         #: time.monotonic() before which no call is sent (a 429's retry-after)
         self.paused_until = 0.0
         #: 429 answers seen

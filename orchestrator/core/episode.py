@@ -47,7 +47,7 @@ from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy_config import agent_settings, client_settings
 from moria.prompting import protocol_dict
 from moria.records import EndReason, EpisodeRecord, StepRecord
-from orchestrator.core.budget import CostLedger
+from orchestrator.core.gate import RunGate
 from orchestrator.plan.spec import RunSpec
 from orchestrator.report.accounting import add_usage
 from orchestrator.store.demos import (
@@ -185,11 +185,11 @@ class EpisodeDriver:
 
     def __init__(self, plan: EpisodePlan, spec: RunSpec, *,
                  model_slots: asyncio.Semaphore | None = None,
-                 ledger: CostLedger | None = None) -> None:
+                 gate: RunGate | None = None) -> None:
         self.plan = plan
         self.spec = spec
         self.model_slots = model_slots
-        self.ledger = ledger
+        self.gate = gate
         self.session = EnvClient(plan.env_target).session()
         self.seats: list[Seat] = []
         self.next_agents: list[str] = []
@@ -230,7 +230,7 @@ class EpisodeDriver:
                 opened = await open_env(self.session, self.plan, self.spec)
                 self._keep_alive(self.session, opened.idle_timeout_s)
                 await _begin_policies(opened, self.plan, self.spec, self.seats,
-                                      reserve_calls=self.ledger is not None)
+                                      reserve_calls=self.gate is not None)
                 for seat in self.seats:
                     self._keep_alive(seat.stream, seat.idle_timeout_s)
         except TimeoutError:
@@ -262,7 +262,7 @@ class EpisodeDriver:
 
     async def _step(self) -> list[Turn]:
         acting = [s for s in self.seats if s.agent_id in self.next_agents]
-        acts = await asyncio.gather(*(_decide(s, self.num_steps, self.model_slots, self.ledger)
+        acts = await asyncio.gather(*(_decide(s, self.num_steps, self.model_slots, self.gate)
                                       for s in acting))
         turns = [Turn(seat, seat.observation, act, self.num_steps)
                  for seat, act in zip(acting, acts, strict=True)]
@@ -363,7 +363,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                       on_step: StepCallback | None = None,
                       on_start: StartCallback | None = None,
                       frames: FrameRecorder | None = None,
-                      ledger: CostLedger | None = None) -> EpisodeRecord:
+                      gate: RunGate | None = None) -> EpisodeRecord:
     """Play one episode to its end and return its record.
 
     ``model_slots`` bounds in-flight model calls on the policy endpoint; ``await on_step(plan,
@@ -374,12 +374,12 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     (``eval.save_images``; the record names its folder). Each step has
     ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
     ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
-    ``ledger``: the run's cost cap (``orchestrator.core.budget``; None: no cap); a model call
-    it refuses ends the episode as ``budget_exhausted``.
+    ``gate``: the run's rate limits and cost cap (``orchestrator.core.gate``; None: neither);
+    a model call the cap refuses ends the episode as ``budget_exhausted``.
     Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
     """
     started_wall, started = datetime.now(UTC), time.perf_counter()
-    driver = EpisodeDriver(plan, spec, model_slots=model_slots, ledger=ledger)
+    driver = EpisodeDriver(plan, spec, model_slots=model_slots, gate=gate)
     kept = _Collected(keep_steps=spec.eval.save_trajectories)
     ending: str | None = None
     late = ""
@@ -588,7 +588,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                           seats: list[Seat], *, reserve_calls: bool = False) -> None:
     """Begin one Play stream per seat, appending each to ``seats`` as soon as it is open (so
     the caller ends the ones already begun when a later one fails). ``reserve_calls``: the
-    seats that call a model reserve each call first (the run's cost cap).
+    seats that call a model reserve each call first (the run's gate: rate limits, cost cap).
 
     Raises PlayerSetupError when a policy rejects its seat's Begin."""
     demos = plan.demonstrations
@@ -647,23 +647,23 @@ def policy_action_result(result: types_pb2.ActionResult, feedback_on_invalid_act
 
 
 async def _decide(seat: Seat, step: int, model_slots: asyncio.Semaphore | None,
-                  ledger: CostLedger | None = None) -> pol_pb.Act:
+                  gate: RunGate | None = None) -> pol_pb.Act:
     observe = pol_pb.Observe(observation=seat.observation, step=step)
     if seat.last_result is not None:
         observe.last_action_result.CopyFrom(seat.last_result)
     if model_slots is None or not seat.uses_model:
-        return await _observe(seat, observe, ledger)
+        return await _observe(seat, observe, gate)
     async with model_slots:
-        return await _observe(seat, observe, ledger)
+        return await _observe(seat, observe, gate)
 
 
-async def _observe(seat: Seat, observe: pol_pb.Observe, ledger: CostLedger | None,
+async def _observe(seat: Seat, observe: pol_pb.Observe, gate: RunGate | None,
                    ) -> pol_pb.Act:
-    """One Observe -> Act of ``seat``, its model calls reserved on ``ledger`` (when given and
-    the seat calls a model); a refusal is kept in ``seat.budget_refusal``."""
-    if ledger is None or not seat.uses_model:
+    """One Observe -> Act of ``seat``, its model calls passed through ``gate`` (when given and
+    the seat calls a model); a cost-cap refusal is kept in ``seat.budget_refusal``."""
+    if gate is None or not seat.uses_model:
         return await call_server(seat.stream.observe, observe, server="policy")
-    turn = ledger.turn()
+    turn = gate.turn()
     try:
         act = await call_server(seat.stream.observe, observe, turn.grant, server="policy")
     except BaseException:

@@ -35,7 +35,7 @@ from rich.console import Console
 
 import moria
 from moria.clients import EnvClient, PolicyClient, close_channels
-from moria.config import NON_MODEL_AGENT_TYPES, ClientConfig
+from moria.config import NON_MODEL_AGENT_TYPES
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.families import server_environment
 from moria.files import atomic_write_text, remove_stale_temp_files
@@ -55,6 +55,7 @@ from orchestrator.core.episode import (
     run_episode,
 )
 from orchestrator.core.events import EventSink, EventStream
+from orchestrator.core.gate import RunGate, RunRateLimits
 from orchestrator.core.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
 from orchestrator.core.sinks import EpisodeFilesSink, ProgressSink, TelemetrySink
 from orchestrator.core.stack import LocalStack
@@ -226,8 +227,9 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         prices = prices_for(spec.eval.prices)
     except PriceError as exc:
         raise PreflightError(str(exc)) from None
-    spec = split_rate_limits(spec, len(targets[1]))
     ledger = _cost_ledger(spec, prices, out)
+    limits = RunRateLimits.of(spec.seat_configs())
+    gate = RunGate(limits, ledger) if limits is not None or ledger is not None else None
     versions = await _preflight(spec, targets[0], targets[1])
     await _check_env_options(spec, run_id, todo(), env_targets, policy_target, demos)
     _write_run_metadata(out, run_id, spec, versions)
@@ -271,7 +273,7 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         async def worker() -> None:
             while (queued := next_episode()) is not None:
                 record = await _attempt(queued, servers, spec, model_slots, on_step, events,
-                                        retries, on_fault, on_start, frames_for, ledger)
+                                        retries, on_fault, on_start, frames_for, gate)
                 plan = queued.plan
                 step_caps.pop((plan.env, plan.task, plan.episode_index), None)
                 if record is None:
@@ -325,25 +327,6 @@ def _cost_ledger(spec: RunSpec, prices: PriceTable, out: Path) -> CostLedger | N
     return ledger
 
 
-def split_rate_limits(spec: RunSpec, policy_replicas: int) -> RunSpec:
-    """``spec`` with each client's ``max_requests_per_minute`` and ``max_tokens_per_minute``
-    divided by ``policy_replicas`` (each policy server enforces its own share of the run's
-    limit); ``spec`` itself when there is one replica or no limit."""
-    if policy_replicas <= 1:
-        return spec
-
-    def share(client: ClientConfig) -> ClientConfig:
-        updates = {name: value / policy_replicas
-                   for name in ("max_requests_per_minute", "max_tokens_per_minute")
-                   if (value := getattr(client, name)) is not None}
-        return client.model_copy(update=updates) if updates else client
-
-    players = {agent_id: player.model_copy(update={"client": share(player.client)})
-               if player.client is not None else player
-               for agent_id, player in spec.players.items()}
-    return spec.model_copy(update={"client": share(spec.client), "players": players})
-
-
 def _frame_recorder(out: Path, plan: EpisodePlan) -> FrameRecorder:
     """The recorder of ``plan``'s frames, beside its episode JSON under ``out``."""
     json_path, _ = episode_paths(out, plan.env, plan.task, plan.episode_index)
@@ -385,7 +368,7 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                    on_fault: Callable[[], None] | None,
                    on_start: StartCallback | None = None,
                    frames_for: Callable[[EpisodePlan], FrameRecorder] | None = None,
-                   ledger: CostLedger | None = None,
+                   gate: RunGate | None = None,
                    ) -> EpisodeRecord | None:
     """One attempt at one episode on the replicas with the most room. Returns its record, or
     None when an infrastructure fault re-queued it (same seed, a new session). ``frames_for``
@@ -411,7 +394,7 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
             record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step,
                                        on_start=on_start,
                                        frames=frames_for(plan) if frames_for else None,
-                                       ledger=ledger)
+                                       gate=gate)
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
             return record
         except InfrastructureFault as exc:

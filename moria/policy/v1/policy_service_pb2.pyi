@@ -231,14 +231,16 @@ class Grant(_message.Message):
     def __init__(self, granted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Reserve(_message.Message):
-    __slots__ = ("model", "input_tokens", "output_tokens")
+    __slots__ = ("model", "input_tokens", "output_tokens", "rate_tokens")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    RATE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     model: str
     input_tokens: int
     output_tokens: int
-    def __init__(self, model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+    rate_tokens: int
+    def __init__(self, model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., rate_tokens: _Optional[int] = ...) -> None: ...
 
 class Ready(_message.Message):
     __slots__ = ("strategy", "model", "idle_timeout_s", "protocol")
