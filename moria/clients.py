@@ -357,10 +357,13 @@ class PlayStream:
 
     def __init__(self, call: Any):
         self._stream = _Lockstep(call)
+        #: the server's idle timeout, from its Ready (0: none announced)
+        self.idle_timeout_s = 0.0
 
     async def begin(self, begin: pol_pb.Begin) -> pol_pb.Ready:
         """Start the episode. Raises AioRpcError INVALID_ARGUMENT on a bad config."""
         resp = await self._stream.request(pol_pb.PlayRequest(begin=begin))
+        self.idle_timeout_s = resp.ready.idle_timeout_s
         return resp.ready
 
     async def observe(self, observe: pol_pb.Observe,
@@ -368,16 +371,35 @@ class PlayStream:
                       ) -> pol_pb.Act:
         """One turn: observation in, decision out (check ``Act.error``). ``grant`` answers
         each ``reserve`` the server sends before a model call (``Begin.reserve_calls``); a
-        server that sends one to a client without ``grant`` is refused."""
+        server that sends one to a client without ``grant`` is refused. While ``grant`` is
+        still deciding (waiting for a rate limit), the stream is pinged at ``PING_FRACTION`` of
+        the server's idle timeout, so a long wait never ends it."""
+        pending: asyncio.Future[pol_pb.Grant] | None = None
+        interval = self.idle_timeout_s * PING_FRACTION
 
         async def interim(response: pol_pb.PlayResponse) -> pol_pb.PlayRequest | None:
-            if response.WhichOneof("response") != "reserve":
+            nonlocal pending
+            kind = response.WhichOneof("response")
+            if kind == "reserve":
+                if grant is None:
+                    return pol_pb.PlayRequest(grant=pol_pb.Grant(
+                        granted=False,
+                        reason="this client keeps no cost ledger (reserve_calls unset)"))
+                pending = asyncio.ensure_future(grant(response.reserve))
+            elif kind != "pong" or pending is None:
                 return None
-            answer = (await grant(response.reserve) if grant is not None else pol_pb.Grant(
-                granted=False, reason="this client keeps no cost ledger (reserve_calls unset)"))
+            if interval > 0:
+                await asyncio.wait({pending}, timeout=interval)
+            if not pending.done() and interval > 0:
+                return pol_pb.PlayRequest(ping=pol_pb.Ping())  # answered by a pong
+            answer, pending = await pending, None
             return pol_pb.PlayRequest(grant=answer)
 
-        resp = await self._stream.request(pol_pb.PlayRequest(observe=observe), interim)
+        try:
+            resp = await self._stream.request(pol_pb.PlayRequest(observe=observe), interim)
+        finally:
+            if pending is not None:
+                pending.cancel()
         return resp.act
 
     async def end(self, episode_end: types_pb2.EpisodeEnd) -> pol_pb.Ended | None:

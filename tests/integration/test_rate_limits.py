@@ -56,3 +56,26 @@ async def test_a_run_held_to_the_servers_token_limit_is_not_throttled(
              for s in json.loads(p.read_text())["steps"]]
     assert len(steps) == 16
     assert sum(s["rate_limit_wait_s"] for s in steps) > 5  # the run waited, not the server
+
+
+@pytest.mark.slow
+async def test_a_call_held_longer_than_the_idle_timeout_keeps_its_stream(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a 2 s idle timeout, and a limit that holds calls for several seconds once its first
+    # minute's worth is spent: the waiting stream is pinged, never ended and re-queued
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    with MeteredOpenAI("go forward") as fake:
+        async with env_server() as env, policy_server(idle_timeout_s=2.0) as pol:
+            spec = load_spec(None, [
+                "envs.names=babyai", "tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto]",
+                "eval.num_episodes.babyai=1", "eval.max_steps_per_episode=8",
+                f"eval.output_dir={tmp_path}", "client.client_name=openai",
+                "client.model_id=fake-model", f"client.base_url={fake.base_url}",
+                "client.generate_kwargs.max_tokens=16", "client.max_tokens_per_minute=2400",
+                f"endpoints.env.babyai=[{env.target}]", f"endpoints.policy=[{pol.target}]"])
+            outcome = await run_evaluation(spec, console=Console(quiet=True),
+                                           show_progress=False)
+    assert outcome.verdict is not None and outcome.verdict.exit_code == 0
+    [episode] = [json.loads(p.read_text()) for p in tmp_path.rglob("*_run_00.json")]
+    assert episode["attempts"] == 1 and not episode["retry_errors"]
+    assert max(s["rate_limit_wait_s"] for s in episode["steps"]) > 2.0
