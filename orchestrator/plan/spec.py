@@ -14,6 +14,7 @@ key and what is allowed.
 from __future__ import annotations
 
 import functools
+import os
 import types
 import typing
 from collections import Counter
@@ -34,7 +35,8 @@ from pydantic import (
     model_validator,
 )
 
-from moria.config import AgentConfig, ClientConfig
+from moria.backends import BY_NAME as BACKENDS_BY_NAME
+from moria.config import NON_MODEL_AGENT_TYPES, AgentConfig, ClientConfig
 from moria.families import FamilyManifest, default_tasks, families
 from moria.family_options import OptionError, check_options
 from moria.grpc_defaults import DEFAULT_MAX_MESSAGE_MB
@@ -134,6 +136,13 @@ class EvalConfig(_Strict):
         default=None, ge=1,
         description="cap on episodes per env for development runs (the MOSAIC harness's "
                     "--num_samples); episodes are taken round-robin over the env's tasks")
+    local_servers: int | Literal["auto"] = Field(
+        default="auto",
+        description="the local stack (no endpoints): how many env servers and how many policy "
+                    "servers `moria eval` starts, episodes spread over them; 'auto': a quarter "
+                    "of the cores each, at least 1, one policy server for a model run in "
+                    "process (local_server_counts); a number >= 1: that many of each. Never "
+                    "more of either than eval.num_workers")
 
     @field_validator("num_episodes")
     @classmethod
@@ -145,6 +154,17 @@ class EvalConfig(_Strict):
         if any(n < 0 for n in value.values()):
             raise ValueError("episode counts must be >= 0")
         return {**DEFAULT_NUM_EPISODES, **value}
+
+    @field_validator("local_servers", mode="before")
+    @classmethod
+    def _local_servers(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)
+                               and value >= 1):
+            return value
+        raise ValueError("allowed: 'auto' (as many as the cores warrant) or a whole number "
+                         ">= 1 (env servers and policy servers of the local stack, each)")
 
 
 class _EnvsSection(_Strict):
@@ -394,6 +414,51 @@ class RunSpec(_Strict):
                 "allowed: lower eval.num_episodes.<env>, list fewer tasks, set "
                 "eval.num_samples, or split the work into several runs")
         return self
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where the
+    platform has none). A cgroup CPU quota (``docker run --cpus``) is not seen."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _runs_model_in_process(agent: AgentConfig, client: ClientConfig) -> bool:
+    """True when a policy server playing this seat loads the model itself (``local``, and
+    ``vllm``/``llamacpp`` without a ``client.base_url``): each server would load its own
+    copy."""
+    if agent.type in NON_MODEL_AGENT_TYPES:
+        return False
+    record = BACKENDS_BY_NAME.get(client.client_name)
+    if record is None:
+        return False
+    return record.endpoint == "in_process" or (record.endpoint == "remote_with_base_url"
+                                               and not client.base_url)
+
+
+def local_server_counts(spec: RunSpec, cores: int | None = None) -> tuple[int, int]:
+    """(env servers, policy servers) the local stack of ``spec`` starts (``eval.local_servers``).
+
+    A number n: n of each. ``auto``: ``cores // 4`` of each (``cores``: ``available_cores()``
+    unless given), at least 1; a quarter of the cores for the policy servers (one event loop
+    each, so one core at most each) and a quarter for the env servers, leaving half for the
+    orchestrator's own loop, the NetHack families' game worker processes and a model run on
+    this machine. So 1 of each up to 7 cores, 2 at 8, 4 at 16. Under ``auto`` a seat whose
+    model runs inside the policy server (``local``, or ``vllm``/``llamacpp`` without a
+    ``client.base_url``) keeps one policy server: each would load its own copy of the model.
+    Either way no more of either than ``eval.num_workers`` (episodes in flight): a server
+    with no episode costs its start and its memory for nothing."""
+    setting = spec.eval.local_servers
+    workers = spec.eval.num_workers
+    if setting != "auto":
+        count = min(int(setting), workers)
+        return count, count
+    count = max(1, min((cores if cores is not None else available_cores()) // 4, workers))
+    in_process = any(_runs_model_in_process(agent, client)
+                     for agent, client in spec.seat_configs())
+    return count, 1 if in_process else count
 
 
 def load_spec(path: str | Path | None = None, overrides: list[str] | None = None) -> RunSpec:

@@ -187,3 +187,42 @@ def test_a_task_listed_twice_is_refused() -> None:
     with pytest.raises(SpecError, match="tasks listed more than once: 'BabyAI-MixedTrainLocal"):
         load_spec(None, ["tasks.babyai_tasks=[BabyAI-MixedTrainLocal-v0/goto,"
                          "BabyAI-MixedTrainLocal-v0/goto]"])
+
+
+def test_local_servers_is_auto_or_a_count_of_at_least_one() -> None:
+    from orchestrator.plan.spec import local_server_counts
+
+    assert load_spec().eval.local_servers == "auto"
+    assert load_spec(None, ["eval.local_servers=3"]).eval.local_servers == 3
+    for bad, shown in (("0", "0"), ("-2", "-2"), ("many", "'many'"), ("1.5", "1.5"),
+                       ("true", "True")):
+        with pytest.raises(SpecError) as err:
+            load_spec(None, [f"eval.local_servers={bad}"])
+        message = str(err.value)
+        assert "bad value for 'eval.local_servers': allowed: 'auto'" in message, message
+        assert "or a whole number >= 1" in message and message.endswith(f"(got {shown})")
+    # an explicit count: that many of each, never more than the episodes in flight
+    three = load_spec(None, ["eval.local_servers=3", "agent.type=oracle"])
+    assert local_server_counts(three, cores=2) == (3, 3)
+    assert local_server_counts(
+        load_spec(None, ["eval.local_servers=3", "eval.num_workers=2"]), cores=64) == (2, 2)
+
+
+def test_local_servers_auto_takes_a_quarter_of_the_cores_each() -> None:
+    from orchestrator.plan.spec import available_cores, local_server_counts
+
+    hosted = load_spec(None, ["agent.type=naive", "client.client_name=openai"])
+    assert [local_server_counts(hosted, cores=n) for n in (1, 2, 4, 7, 8, 16)] == [
+        (1, 1), (1, 1), (1, 1), (1, 1), (2, 2), (4, 4)]
+    assert local_server_counts(hosted) == local_server_counts(hosted, available_cores())
+    # never more servers than episodes in flight
+    few = load_spec(None, ["client.client_name=openai", "eval.num_workers=3"])
+    assert local_server_counts(few, cores=64) == (3, 3)
+    # a model loaded by the policy server itself keeps one policy server (one copy of it)
+    for client in (["client.client_name=local"], ["client.client_name=vllm"],
+                   ["client.client_name=llamacpp"]):
+        assert local_server_counts(load_spec(None, client), cores=16) == (4, 1), client
+    served = load_spec(None, ["client.client_name=vllm", "client.base_url=http://gpu:8000/v1"])
+    assert local_server_counts(served, cores=16) == (4, 4)
+    # ... unless no seat calls a model
+    assert local_server_counts(load_spec(None, ["agent.type=oracle"]), cores=16) == (4, 4)
