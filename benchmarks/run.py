@@ -124,6 +124,7 @@ async def remote_steps_per_s(total_steps: int, sessions: int) -> float:
 async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]:
     """Wall time of ``episodes`` concurrent episodes against a fixed-latency chat server."""
     from orchestrator.core.episode import EpisodePlan, run_episode
+    from orchestrator.core.episode_config import episode_config
     from orchestrator.core.stack import LocalStack
     from orchestrator.plan.spec import load_spec
 
@@ -142,10 +143,11 @@ async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]
                                      seed=i, env_target=stack.env_target,
                                      policy_target=stack.policy_target)
                          for i in range(episodes)]
+                configs = [episode_config(spec, p.env, p.task, p.seed) for p in plans]
                 slots = asyncio.Semaphore(episodes)
                 start = time.perf_counter()
-                records = await asyncio.gather(*(run_episode(p, spec, model_slots=slots)
-                                                 for p in plans))
+                records = await asyncio.gather(*(run_episode(p, c, model_slots=slots)
+                                                 for p, c in zip(plans, configs, strict=True)))
                 wall = time.perf_counter() - start
     finally:
         fake.terminate()

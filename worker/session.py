@@ -34,6 +34,7 @@ from orchestrator.core.episode import (
     observation_text,
     rehearse_start,
 )
+from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import EnvsConfig, EvalConfig, PlayerConfig, RunSpec
 from orchestrator.report.outcome import RunVerdict, verdict
 from worker.config import WorkerSettings
@@ -170,7 +171,12 @@ class GameSession:
         index = self.episodes_started
         self.episodes_started += 1
         seed = (self.settings.seed + index) % 2**64 if seed is None else seed
-        driver = EpisodeDriver(self._plan(index, seed), self.spec)
+        try:
+            config = await asyncio.to_thread(  # few_shot reads the demo file: off the loop
+                episode_config, self.spec, self.settings.family, self.task, seed)
+        except EpisodeSetupError as exc:
+            raise CommandError(f"the episode could not start: {exc}") from None
+        driver = EpisodeDriver(self._plan(index, seed), config)
         ep = _Episode(index=index, seed=seed, id=episode_id(self.telemetry.run_id, index),
                       driver=driver)
         self._episode = ep
@@ -414,7 +420,9 @@ async def rehearse(settings: WorkerSettings, task: str, agent_id: str, targets: 
     session = EnvClient(targets.env).session()
     try:
         async with asyncio.timeout(deadline):
-            await rehearse_start(session, plan, spec)
+            config = await asyncio.to_thread(  # few_shot reads the demo file: off the loop
+                episode_config, spec, settings.family, task, settings.seed)
+            await rehearse_start(session, plan, config)
     except TimeoutError:
         raise InfrastructureFault(f"the preflight game did not open within {deadline:g} s "
                                   "(eval.step_timeout_s)") from None

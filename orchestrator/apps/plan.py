@@ -238,6 +238,7 @@ async def _probe_task(spec: RunSpec, env: str, task: str, episodes: int, index: 
     and measure every seat's prompts. Raises PlanError (the env or a player refuses) or
     InfrastructureFault (a server was lost)."""
     from orchestrator.core.episode import EpisodeDriver, EpisodePlan, EpisodeSetupError
+    from orchestrator.core.episode_config import episode_config
     from orchestrator.plan.estimate import TaskProbe
     from orchestrator.plan.seeds import derive_seed
 
@@ -245,9 +246,13 @@ async def _probe_task(spec: RunSpec, env: str, task: str, episodes: int, index: 
     probe = probe_spec(spec, stand_in.base_url, model)
     plan = EpisodePlan(run_id=PROBE_RUN_ID, env=env, task=task, episode_index=index,
                        seed=derive_seed(spec.eval.seed, env, task, index),
-                       env_target=targets.env[env], policy_target=targets.policy,
-                       demonstrations=demos.get((env, task)))
-    driver = EpisodeDriver(plan, probe)
+                       env_target=targets.env[env], policy_target=targets.policy)
+    try:
+        config = await asyncio.to_thread(  # may read the demo file: off the event loop
+            episode_config, probe, env, task, plan.seed, demonstrations=demos.get((env, task)))
+    except EpisodeSetupError as exc:
+        raise PlanError(f"{env} task {task!r} cannot start: {exc}") from None
+    driver = EpisodeDriver(plan, config)
     prompts: dict[str, list[list[dict[str, Any]]]] = {}
     calls: Counter[str] = Counter()
     steps = 0

@@ -55,6 +55,7 @@ from orchestrator.core.episode import (
     InfrastructureFault,
     Turn,
 )
+from orchestrator.core.episode_config import episode_config
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import RunSpec
 from orchestrator.store.protocol_record import save_check
@@ -209,7 +210,8 @@ async def play_moria(stack: LocalStack, spec: RunSpec, env: str, task: str, seed
     (default: ``adversarial_completions`` of the episode's action names)."""
     plan = EpisodePlan(run_id="protocol-check", env=env, task=task, episode_index=0, seed=seed,
                        env_target=stack.env_target, policy_target=stack.policy_target)
-    driver = EpisodeDriver(plan, spec)
+    # few_shot reads the demo file: off the event loop
+    driver = EpisodeDriver(plan, await asyncio.to_thread(episode_config, spec, env, task, seed))
     turns: list[Turn] = []
     try:
         opened = await driver.start()

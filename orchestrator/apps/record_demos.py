@@ -372,6 +372,7 @@ async def play_oracle_episode(env_target: str, policy_target: str, spec: RunSpec
         RecordError: a server failed or was lost, or the game has several players.
     """
     from orchestrator.core.episode import EpisodePlan, InfrastructureFault, run_episode
+    from orchestrator.core.episode_config import episode_config
     from orchestrator.store.demos import ORACLE_SOURCES, DemoRecord
 
     plan = EpisodePlan(run_id="record-demos", env=env, task=task, episode_index=0, seed=seed,
@@ -379,7 +380,8 @@ async def play_oracle_episode(env_target: str, policy_target: str, spec: RunSpec
                        versions=dict(versions or {}))
     sink = DemoSink()
     try:
-        episode = await run_episode(plan, spec, on_start=sink.on_start, on_step=sink.on_step)
+        episode = await run_episode(plan, episode_config(spec, env, task, seed),
+                                    on_start=sink.on_start, on_step=sink.on_step)
     except DroppedEpisode as exc:
         return None, str(exc)
     except InfrastructureFault as exc:

@@ -42,6 +42,7 @@ from moria.quoting import quote
 from moria.records import SCORED_END_REASONS, EpisodeRecord, StepRecord
 from moria.results import read_episode
 from orchestrator.core.episode import EpisodePlan, call_server, open_env
+from orchestrator.core.episode_config import episode_config
 from orchestrator.core.stack import LocalStack
 from orchestrator.plan.spec import RunSpec
 from orchestrator.store.frames import FrameRecorder, frames_dir
@@ -211,7 +212,9 @@ async def replay_episode(recorded: Recorded, env_target: str, *, verify: bool,
     session = EnvClient(env_target).session()
     result = EpisodeReplay(str(path), "verified" if verify else "replayed")
     try:
-        opened = await open_env(session, plan, spec)
+        # opens the game only: no player begins, so no demonstrations are read
+        opened = await open_env(session, plan, episode_config(spec, record.env, record.task,
+                                                              record.seed, demonstrations=[]))
         seen = {agent_id: start.observation for agent_id, start in opened.agents.items()}
         progression, num_steps = opened.progression, 0
         if recorder is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
 import math
@@ -40,7 +41,7 @@ from moria.clients import (
 )
 from moria.codecs import dict_from_struct, struct_from_dict
 from moria.common.v1 import types_pb2
-from moria.config import NON_MODEL_AGENT_TYPES, TENSOR_AGENT_TYPES
+from moria.config import NON_MODEL_AGENT_TYPES, AgentConfig, ClientConfig
 from moria.env.v1 import env_service_pb2 as env_pb
 from moria.observations import observation_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
@@ -48,15 +49,9 @@ from moria.policy_config import agent_settings, client_settings
 from moria.prompting import protocol_dict
 from moria.records import EndReason, EpisodeRecord, StepRecord
 from orchestrator.core.gate import RunGate
-from orchestrator.plan.spec import RunSpec
 from orchestrator.report.accounting import add_usage
-from orchestrator.store.demos import (
-    MissingDemonstrationsError,
-    episode_demonstrations,
-)
 from orchestrator.store.frames import FrameRecorder
 from orchestrator.store.protocol_record import saved_check
-from orchestrator.suites.balrog import BALROG_TEXT_ENVS
 
 _END_REASONS: dict[Any, EndReason] = {
     types_pb2.END_REASON_TERMINATED: "terminated",
@@ -100,14 +95,12 @@ class PlayerSetupError(EpisodeSetupError):
 
 @dataclass
 class EpisodePlan:
-    """One planned episode: where it runs and with which seed.
+    """One planned episode: where it runs and with which seed (what it is played with: its
+    ``EpisodeConfig``).
 
     ``seat_policy_targets`` sends chosen seats to another policy server than
     ``policy_target`` (the llm-worker seats its human player on its own in-process server);
     ``episode_id`` names the episode in Begin (default ``<run_id>/<env>/<task>/<index>``).
-    ``demonstrations``: what every seat's Begin carries, chosen once for the whole run by the
-    runner (``check_demonstrations``); None: chosen for this episode alone
-    (``episode_demonstrations``).
     """
 
     run_id: str
@@ -120,12 +113,75 @@ class EpisodePlan:
     versions: dict[str, str] = field(default_factory=dict)
     seat_policy_targets: dict[str, str] = field(default_factory=dict)
     episode_id: str = ""
-    demonstrations: list[pol_pb.Demonstration] | None = None
 
     @property
     def begin_id(self) -> str:
         """The episode id sent to every seat's player."""
         return self.episode_id or f"{self.run_id}/{self.env}/{self.task}/{self.episode_index}"
+
+
+@dataclass(frozen=True)
+class SeatConfig:
+    """One ``players.<agent_id>`` entry of the run spec as an episode uses it: the ``agent``
+    and ``client`` sections that play the seat (the run's own where the entry sets none), its
+    ``role`` and the seat options the env reads (``env_options``: coordination level,
+    observation mode; only those set), and ``record``, the entry as the episode record's
+    ``players`` keeps it (JSON, unset fields left out)."""
+
+    agent: AgentConfig
+    client: ClientConfig
+    role: str = ""
+    env_options: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """What one episode is played with: the run spec's settings resolved for this episode
+    alone, built once per episode on the plan side
+    (``orchestrator.core.episode_config.episode_config``); the episode reads nothing else of
+    the run. Never changed by the episode, so a re-queued episode plays with the same one.
+
+    Seats: ``agent`` and ``client`` are the run's own sections (every seat not in
+    ``players`` plays with them; the record keeps them as ``agent_config`` and
+    ``client_config``); ``players`` the ``players`` entries by agent id, in the spec's order.
+
+    Opening the game: ``env_options`` the family options (``<env>_kwargs``, plus
+    ``balrog_source`` under ``agent.protocol=balrog``); ``include_image`` whether some seat
+    keeps images (``agent.max_image_history`` > 0), ``include_tensors`` whether some seat plays
+    from tensors (``TENSOR_AGENT_TYPES``); ``oracle`` whether the env sends expert hints (an
+    oracle seat, or ``eval.oracle_hints``); ``max_steps`` the step cap (0: the env's own).
+
+    Playing: ``step_timeout_s`` each step's deadline (``eval.step_timeout_s``, seconds);
+    ``episode_timeout_s`` the whole episode's (seconds; None: no limit);
+    ``feedback_on_invalid_action`` whether a player is shown the env's feedback on its
+    invalid action; ``save_trajectories`` whether the record keeps every step;
+    ``save_prompts`` whether the players record their prompts; ``demonstrations`` what every
+    seat's Begin carries (few_shot; [] otherwise).
+    """
+
+    agent: AgentConfig
+    client: ClientConfig
+    players: dict[str, SeatConfig]
+    env_options: dict[str, Any]
+    include_image: bool
+    include_tensors: bool
+    oracle: bool
+    max_steps: int
+    step_timeout_s: float
+    episode_timeout_s: float | None
+    feedback_on_invalid_action: bool
+    save_trajectories: bool
+    save_prompts: bool
+    demonstrations: list[pol_pb.Demonstration]
+
+    def seat(self, agent_id: str) -> tuple[AgentConfig, ClientConfig]:
+        """The agent and client sections that play ``agent_id`` (its ``players`` entry, else
+        the run's own)."""
+        player = self.players.get(agent_id)
+        if player is None:
+            return self.agent, self.client
+        return player.agent, player.client
 
 
 @dataclass
@@ -183,11 +239,11 @@ class EpisodeDriver:
     EpisodeSetupError / PlayerSetupError (the env or a player rejects the setup).
     """
 
-    def __init__(self, plan: EpisodePlan, spec: RunSpec, *,
+    def __init__(self, plan: EpisodePlan, config: EpisodeConfig, *,
                  model_slots: asyncio.Semaphore | None = None,
                  gate: RunGate | None = None) -> None:
         self.plan = plan
-        self.spec = spec
+        self.config = config
         self.model_slots = model_slots
         self.gate = gate
         self.session = EnvClient(plan.env_target).session()
@@ -224,12 +280,12 @@ class EpisodeDriver:
         """Open the game and begin every seat's player (within one step deadline); returns the
         env's OpenResponse. From then on, until ``finish``, every stream that waits is pinged
         at ``PING_FRACTION`` of its server's idle timeout."""
-        deadline = self.spec.eval.step_timeout_s
+        deadline = self.config.step_timeout_s
         try:
             async with asyncio.timeout(deadline):
-                opened = await open_env(self.session, self.plan, self.spec)
+                opened = await open_env(self.session, self.plan, self.config)
                 self._keep_alive(self.session, opened.idle_timeout_s)
-                await _begin_policies(opened, self.plan, self.spec, self.seats,
+                await _begin_policies(opened, self.plan, self.config, self.seats,
                                       reserve_calls=self.gate is not None)
                 for seat in self.seats:
                     self._keep_alive(seat.stream, seat.idle_timeout_s)
@@ -251,7 +307,7 @@ class EpisodeDriver:
         """
         if self.done:
             raise RuntimeError("the episode is over")
-        deadline = self.spec.eval.step_timeout_s
+        deadline = self.config.step_timeout_s
         try:
             async with asyncio.timeout(deadline):
                 return await self._step()
@@ -279,7 +335,7 @@ class EpisodeDriver:
         for turn in turns:
             turn.result = response.agents[turn.seat.agent_id]
             turn.seat.last_result = policy_action_result(
-                turn.result.action_result, self.spec.eval.feedback_on_invalid_action)
+                turn.result.action_result, self.config.feedback_on_invalid_action)
             turn.feedback = turn.seat.last_result.feedback
         for seat in self.seats:
             if seat.agent_id in response.agents:
@@ -358,13 +414,13 @@ StepCallback = Callable[["EpisodePlan", StepRecord], Awaitable[None]]
 StartCallback = Callable[["EpisodePlan", env_pb.OpenResponse], Awaitable[None]]
 
 
-async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
+async def run_episode(plan: EpisodePlan, config: EpisodeConfig, *,
                       model_slots: asyncio.Semaphore | None = None,
                       on_step: StepCallback | None = None,
                       on_start: StartCallback | None = None,
                       frames: FrameRecorder | None = None,
                       gate: RunGate | None = None) -> EpisodeRecord:
-    """Play one episode to its end and return its record.
+    """Play one episode of ``plan`` with ``config`` to its end and return its record.
 
     ``model_slots`` bounds in-flight model calls on the policy endpoint; ``await on_step(plan,
     record)`` follows each agent turn (the runner's ``step`` event); ``await on_start(plan,
@@ -372,19 +428,20 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     the episode (the servers are told ``cancelled``) and propagates. ``frames``, when given,
     gets the env's full-state frame before the first step and after every step
     (``eval.save_images``; the record names its folder). Each step has
-    ``eval.step_timeout_s`` (past it: InfrastructureFault); the whole episode has
-    ``eval.episode_timeout_s`` (past it: the record ends as ``env_error`` saying so).
+    ``config.step_timeout_s`` (``eval.step_timeout_s``; past it: InfrastructureFault); the
+    whole episode has ``config.episode_timeout_s`` (``eval.episode_timeout_s``; past it: the
+    record ends as ``env_error`` saying so).
     ``gate``: the run's rate limits and cost cap (``orchestrator.core.gate``; None: neither);
     a model call the cap refuses ends the episode as ``budget_exhausted``.
     Raises InfrastructureFault (re-queue) or EpisodeSetupError (give up).
     """
     started_wall, started = datetime.now(UTC), time.perf_counter()
-    driver = EpisodeDriver(plan, spec, model_slots=model_slots, gate=gate)
-    kept = _Collected(keep_steps=spec.eval.save_trajectories)
+    driver = EpisodeDriver(plan, config, model_slots=model_slots, gate=gate)
+    kept = _Collected(keep_steps=config.save_trajectories)
     ending: str | None = None
     late = ""
     try:
-        async with asyncio.timeout(spec.eval.episode_timeout_s):
+        async with asyncio.timeout(config.episode_timeout_s):
             opened = await driver.start()
             if frames is not None:
                 await frames.start()
@@ -401,7 +458,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
                     await _save_frame(driver, frames)
     except TimeoutError:
         ending = "cancelled"
-        late = (f"the episode missed its deadline of {spec.eval.episode_timeout_s:g} s "
+        late = (f"the episode missed its deadline of {config.episode_timeout_s:g} s "
                 f"(eval.episode_timeout_s) after {driver.num_steps} steps")
     except BaseException:
         ending = "cancelled"  # what the servers are told; the caller decides what it was
@@ -414,7 +471,7 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
     usage = kept.usage
     # reads the saved protocol-check file under protocol=balrog: off the event loop
     protocol = await asyncio.to_thread(protocol_record, driver.seats, plan.env,
-                                       spec.agent.type)
+                                       config.agent.type)
     return EpisodeRecord(
         run_id=plan.run_id, env=plan.env, task=plan.task, episode_index=plan.episode_index,
         seed=plan.seed, end_reason=end_reason,
@@ -427,9 +484,9 @@ async def run_episode(plan: EpisodePlan, spec: RunSpec, *,
         input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"],
         cached_input_tokens=usage["cached_input_tokens"],
         reasoning_tokens=usage["reasoning_tokens"], usage_by_model=kept.by_model,
-        prompts=kept.prompts, agent_config=spec.agent.model_dump(mode="json"),
-        client_config=spec.client.model_dump(mode="json"), versions=plan.versions,
-        players=_seat_records(spec, driver.seats), protocol=protocol,
+        prompts=kept.prompts, agent_config=config.agent.model_dump(mode="json"),
+        client_config=config.client.model_dump(mode="json"), versions=plan.versions,
+        players=_seat_records(config, driver.seats), protocol=protocol,
         started_at=started_wall.isoformat(), ended_at=datetime.now(UTC).isoformat(),
         wall_time_s=time.perf_counter() - started, steps=kept.steps,
         frames=frames.folder.name if frames is not None else "",
@@ -487,11 +544,11 @@ def protocol_record(seats: list[Seat], env: str, strategy: str) -> dict[str, Any
     return record
 
 
-def _seat_records(spec: RunSpec, seats: list[Seat]) -> dict[str, dict[str, Any]]:
+def _seat_records(config: EpisodeConfig, seats: list[Seat]) -> dict[str, dict[str, Any]]:
     """Per seat of a multi-agent game: its run-spec ``players`` entry (when any) plus
     ``player``, who played it. Single-agent episodes keep only the spec's entries."""
-    out = {agent_id: player.model_dump(mode="json", exclude_none=True)
-           for agent_id, player in spec.players.items()}
+    out = {agent_id: copy.deepcopy(player.record)
+           for agent_id, player in config.players.items()}
     if len(seats) > 1:
         for seat in seats:
             out.setdefault(seat.agent_id, {})["player"] = seat.label
@@ -517,10 +574,10 @@ async def call_server(fn: Any, *args: Any, server: str) -> Any:
         raise EpisodeSetupError(f"{exc.code().name}: {exc.details()}") from exc
 
 
-async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
+async def open_env(session: EnvSession, plan: EpisodePlan, config: EpisodeConfig,
                    ) -> env_pb.OpenResponse:
-    """Open ``plan``'s game on ``session`` with the run's options (images, feedback, env
-    kwargs, oracle, step cap).
+    """Open ``plan``'s game on ``session`` with ``config``'s options (images, tensors, env
+    options, oracle, step cap, the seats' roles and options).
 
     Raises:
         InfrastructureFault: the server is lost or draining (retry elsewhere/later).
@@ -529,27 +586,14 @@ async def open_env(session: EnvSession, plan: EpisodePlan, spec: RunSpec,
     request = env_pb.OpenRequest(
         task=f"{plan.env}:{plan.task}", seed=plan.seed,
         observation=env_pb.ObservationOptions(
-            include_image=any(agent.max_image_history > 0 for agent, _ in spec.seat_configs()),
-            include_tensors=any(agent.type in TENSOR_AGENT_TYPES
-                                for agent, _ in spec.seat_configs())),
-        options=struct_from_dict(env_options(spec, plan.env)),
-        oracle=(any(agent.type == "oracle" for agent, _ in spec.seat_configs())
-                or spec.eval.oracle_hints),
-        max_steps=spec.eval.max_steps_per_episode or 0,
+            include_image=config.include_image, include_tensors=config.include_tensors),
+        options=struct_from_dict(config.env_options),
+        oracle=config.oracle,
+        max_steps=config.max_steps,
         players=[types_pb2.PlayerSpec(agent_id=agent_id, role=player.role,
-                                      options=struct_from_dict(player.env_options()))
-                 for agent_id, player in sorted(spec.players.items())])
+                                      options=struct_from_dict(player.env_options))
+                 for agent_id, player in sorted(config.players.items())])
     return await call_server(session.open, request, server="env")
-
-
-def env_options(spec: RunSpec, env: str) -> dict[str, Any]:
-    """The family options an episode of ``env`` opens with: the spec's ``<env>_kwargs``, plus
-    ``balrog_source`` for the families whose observation text follows the BALROG checkout under
-    ``agent.protocol=balrog`` (``BALROG_TEXT_ENVS``)."""
-    options = dict(spec.envs.kwargs_for(env))
-    if spec.agent.protocol == "balrog" and env in BALROG_TEXT_ENVS:
-        options["balrog_source"] = spec.agent.balrog_source
-    return options
 
 
 @dataclass(frozen=True)
@@ -562,7 +606,8 @@ class Rehearsal:
     protocol: dict[str, Any]
 
 
-async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec) -> Rehearsal:
+async def rehearse_start(session: EnvSession, plan: EpisodePlan, config: EpisodeConfig,
+                         ) -> Rehearsal:
     """Open ``plan``'s game on ``session`` and begin every seat's player, then end the players
     (the caller closes ``session``): a preflight that a bad env option or a player that cannot
     play this game (a scripted bot for another game, an RL checkpoint for another task, a
@@ -571,36 +616,31 @@ async def rehearse_start(session: EnvSession, plan: EpisodePlan, spec: RunSpec) 
     Returns the Rehearsal. Raises EpisodeSetupError (the env rejects the options),
     PlayerSetupError (a policy rejects its seat) or InfrastructureFault (a server is lost).
     """
-    opened = await open_env(session, plan, spec)
+    opened = await open_env(session, plan, config)
     seats: list[Seat] = []
     try:
-        await _begin_policies(opened, plan, spec, seats)
+        await _begin_policies(opened, plan, config, seats)
     finally:
         end = types_pb2.EpisodeEnd(reason=types_pb2.END_REASON_CANCELLED)
         for seat in seats:
             with contextlib.suppress(Exception):
                 await seat.stream.end(end)
     return Rehearsal(opened, await asyncio.to_thread(protocol_record, seats, plan.env,
-                                                     spec.agent.type))
+                                                     config.agent.type))
 
 
-async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: RunSpec,
-                          seats: list[Seat], *, reserve_calls: bool = False) -> None:
+async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan,
+                          config: EpisodeConfig, seats: list[Seat], *,
+                          reserve_calls: bool = False) -> None:
     """Begin one Play stream per seat, appending each to ``seats`` as soon as it is open (so
     the caller ends the ones already begun when a later one fails). ``reserve_calls``: the
     seats that call a model reserve each call first (the run's gate: rate limits, cost cap).
 
     Raises PlayerSetupError when a policy rejects its seat's Begin."""
-    demos = plan.demonstrations
-    if demos is None:
-        try:
-            demos = await asyncio.to_thread(  # may read the demo file: off the event loop
-                episode_demonstrations, spec, plan.env, plan.task, plan.seed)
-        except MissingDemonstrationsError as exc:
-            raise EpisodeSetupError(str(exc)) from None
+    demos = config.demonstrations
     for offset, (agent_id, start) in enumerate(sorted(opened.agents.items())):
         stream = PolicyClient(plan.seat_policy_targets.get(agent_id, plan.policy_target)).play()
-        agent, client = spec.seat(agent_id)
+        agent, client = config.seat(agent_id)
         settings = agent_settings(agent), client_settings(client)  # only the fields set
         uses_model = agent.type not in NON_MODEL_AGENT_TYPES
         seats.append(Seat(agent_id, stream, start, start.observation, uses_model=uses_model))
@@ -610,7 +650,7 @@ async def _begin_policies(opened: env_pb.OpenResponse, plan: EpisodePlan, spec: 
                 agent_id=agent_id, instruction=start.instruction,
                 action_space=start.action_space, agent=settings[0], client=settings[1],
                 seed=(plan.seed + offset) % 2**64, env_name=plan.env, task=plan.task,
-                record_prompts=spec.eval.save_prompts, demonstrations=demos,
+                record_prompts=config.save_prompts, demonstrations=demos,
                 observation=start.observation, reserve_calls=reserve_calls and uses_model),
                 server="policy")
         except EpisodeSetupError as exc:

@@ -45,6 +45,7 @@ from moria.records import EndReason, EpisodeRecord, StepRecord
 from moria.strategies import strategy_facts
 from orchestrator.core.budget import BUDGET_FILE, CostLedger, usd
 from orchestrator.core.episode import (
+    EpisodeConfig,
     EpisodePlan,
     EpisodeSetupError,
     InfrastructureFault,
@@ -54,6 +55,7 @@ from orchestrator.core.episode import (
     rehearse_start,
     run_episode,
 )
+from orchestrator.core.episode_config import episode_config
 from orchestrator.core.events import EventSink, EventStream
 from orchestrator.core.gate import RunGate, RunRateLimits
 from orchestrator.core.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
@@ -197,10 +199,11 @@ class _Servers:
 
 @dataclass
 class _Queued:
-    """A planned episode waiting for a worker: its attempt number (0 = first) and why the
-    earlier attempts failed."""
+    """A planned episode waiting for a worker: its config (``episode_config``, built once for
+    all its attempts), its attempt number (0 = first) and why the earlier attempts failed."""
 
     plan: EpisodePlan
+    config: EpisodeConfig
     attempt: int = 0
     errors: tuple[str, ...] = ()
 
@@ -243,11 +246,8 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
         await events.emit("run_started", planned=spec.episode_count(), skipped=skipped,
                           run_seed=spec.eval.seed,
                           max_steps=spec.eval.max_steps_per_episode or 0)
-        pending = (_Queued(EpisodePlan(
-            run_id=run_id, env=env, task=task, episode_index=index,
-            seed=derive_seed(spec.eval.seed, env, task, index),
-            env_target="", policy_target="", versions=versions,
-            demonstrations=demos.get((env, task)))) for env, task, index in todo())
+        pending = (_queued(spec, run_id, env, task, index, versions, demos)
+                   for env, task, index in todo())
         retries: asyncio.Queue[_Queued] = asyncio.Queue()
         cap = spec.eval.max_concurrent_model_calls
         model_slots = asyncio.Semaphore(cap) if cap is not None else None
@@ -296,6 +296,18 @@ async def _run_with(spec: RunSpec, out: Path, run_id: str,
                           average_progress=outcome.summary.get("average_progress"),
                           outcome=outcome.summary.get("outcome"))
     return outcome
+
+
+def _queued(spec: RunSpec, run_id: str, env: str, task: str, index: int,
+            versions: dict[str, str],
+            demos: Mapping[tuple[str, str], list[pol_pb.Demonstration]]) -> _Queued:
+    """The first attempt of episode ``index`` of (``env``, ``task``): its plan (no servers
+    yet) and its config, with the demonstrations ``demos`` holds for (env, task)."""
+    seed = derive_seed(spec.eval.seed, env, task, index)
+    plan = EpisodePlan(run_id=run_id, env=env, task=task, episode_index=index, seed=seed,
+                       env_target="", policy_target="", versions=versions)
+    return _Queued(plan, episode_config(spec, env, task, seed,
+                                        demonstrations=demos.get((env, task))))
 
 
 def _cost_ledger(spec: RunSpec, prices: PriceTable, out: Path) -> CostLedger | None:
@@ -391,8 +403,8 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                           episode_index=plan.episode_index, seed=plan.seed, attempt=attempt,
                           env_server=env_target, policy_server=policy_target)
         try:
-            record = await run_episode(plan, spec, model_slots=model_slots, on_step=on_step,
-                                       on_start=on_start,
+            record = await run_episode(plan, queued.config, model_slots=model_slots,
+                                       on_step=on_step, on_start=on_start,
                                        frames=frames_for(plan) if frames_for else None,
                                        gate=gate)
             record.attempts, record.retry_errors = attempt + 1, list(queued.errors)
@@ -412,7 +424,8 @@ async def _attempt(queued: _Queued, servers: _Servers, spec: RunSpec,
                                   episode_index=plan.episode_index, error=str(exc),
                                   env_server=env_target, policy_server=policy_target)
                 await asyncio.sleep(min(5.0, 0.5 * 2**attempt))
-                queue.put_nowait(_Queued(queued.plan, attempt + 1, (*queued.errors, str(exc))))
+                queue.put_nowait(_Queued(queued.plan, queued.config, attempt + 1,
+                                         (*queued.errors, str(exc))))
                 return None
             error = f"infrastructure fault after {attempt + 1} attempt(s): {exc}"
         except EpisodeSetupError as exc:
@@ -556,11 +569,12 @@ async def _check_env_options(spec: RunSpec, run_id: str, todo: Iterable[tuple[st
     for env, (task, index) in first.items():
         plan = EpisodePlan(run_id=run_id, env=env, task=task, episode_index=index,
                            seed=derive_seed(spec.eval.seed, env, task, index),
-                           env_target=env_targets[env], policy_target=policy_target,
-                           demonstrations=demos.get((env, task)))
+                           env_target=env_targets[env], policy_target=policy_target)
         session = EnvClient(plan.env_target).session()
         try:
-            rehearsal = await rehearse_start(session, plan, spec)
+            config = episode_config(spec, env, task, plan.seed,
+                                    demonstrations=demos.get((env, task)))
+            rehearsal = await rehearse_start(session, plan, config)
             opened = rehearsal.opened
             _warn_unchecked_protocol(env, rehearsal.protocol)
             if spec.agent.max_image_history > 0 and not any(

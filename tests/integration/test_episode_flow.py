@@ -11,7 +11,9 @@ from moria.clients import PolicyClient
 from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from moria.records import EpisodeRecord
 from orchestrator.core.episode import EpisodePlan, run_episode
+from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import RunSpec, load_spec
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.servers import env_server, policy_server
@@ -32,6 +34,11 @@ def _vllm_spec(fake: FakeOpenAI, *overrides: str) -> RunSpec:
     )
 
 
+async def _run(plan: EpisodePlan, spec: RunSpec) -> EpisodeRecord:
+    """``run_episode`` of ``plan`` with ``spec`` resolved for it."""
+    return await run_episode(plan, episode_config(spec, plan.env, plan.task, plan.seed))
+
+
 def _plan(env_target: str, policy_target: str, seed: int = 11) -> EpisodePlan:
     return EpisodePlan(
         run_id="t",
@@ -48,7 +55,7 @@ async def test_garbage_output_gives_default_action_and_feedback_reaches_the_mode
     with FakeOpenAI("I like turtles") as fake:
         spec = _vllm_spec(fake, "eval.max_steps_per_episode=3", "client.max_retries=0")
         async with env_server() as env, policy_server() as pol:
-            record = await run_episode(_plan(env.target, pol.target), spec)
+            record = await _run(_plan(env.target, pol.target), spec)
         requests = [r.json for r in fake.requests if r.json is not None]
     assert record.num_steps == 3 and record.end_reason == "truncated"
     assert [s.action for s in record.steps] == ["go forward"] * 3
@@ -70,7 +77,7 @@ async def test_feedback_reaches_the_model_with_no_text_history() -> None:
             fake, "agent.max_text_history=0", "eval.max_steps_per_episode=2", "client.max_retries=0"
         )
         async with env_server() as env, policy_server() as pol:
-            await run_episode(_plan(env.target, pol.target), spec)
+            await _run(_plan(env.target, pol.target), spec)
         last = fake.requests[-1].json
     assert last is not None
     current = last["messages"][-1]["content"]
@@ -86,7 +93,7 @@ async def test_feedback_reaches_the_model_only_with_the_option(shown: bool) -> N
         spec = _vllm_spec(fake, f"eval.feedback_on_invalid_action={str(shown).lower()}",
                           "eval.max_steps_per_episode=3", "client.max_retries=0")
         async with env_server() as env, policy_server() as pol:
-            record = await run_episode(_plan(env.target, pol.target), spec)
+            record = await _run(_plan(env.target, pol.target), spec)
         prompts = [str(r.json["messages"][-1]["content"]) for r in fake.requests
                    if r.json is not None]
     assert [(s.action, s.valid) for s in record.steps] == [("go forward", False)] * 3
@@ -106,7 +113,7 @@ async def test_model_failure_ends_episode_with_agent_error() -> None:
         )
         spec = _vllm_spec(fake, "client.max_retries=3", "client.delay=0.01")
         async with env_server() as env, policy_server() as pol:
-            record = await run_episode(_plan(env.target, pol.target), spec)
+            record = await _run(_plan(env.target, pol.target), spec)
         assert len(fake.requests) == 1  # a 400 is not retried
     assert record.end_reason == "agent_error"
     assert "context too long" in record.error
@@ -118,7 +125,7 @@ async def test_retries_exhausted_end_with_agent_error() -> None:
         fake.script(*[Behaviour(status=500, body={"error": {"message": "down"}})] * 3)
         spec = _vllm_spec(fake, "client.max_retries=2", "client.delay=0.01")
         async with env_server() as env, policy_server() as pol:
-            record = await run_episode(_plan(env.target, pol.target), spec)
+            record = await _run(_plan(env.target, pol.target), spec)
         assert len(fake.requests) == 3
     assert record.end_reason == "agent_error"
     assert "retries exhausted" in record.error
@@ -127,9 +134,9 @@ async def test_retries_exhausted_end_with_agent_error() -> None:
 async def test_dummy_policy_is_seeded_and_plays_valid_actions() -> None:
     spec = load_spec(None, ["agent.type=dummy", "eval.max_steps_per_episode=10"])
     async with env_server() as env, policy_server() as pol:
-        first = await run_episode(_plan(env.target, pol.target, seed=5), spec)
-        again = await run_episode(_plan(env.target, pol.target, seed=5), spec)
-        other = await run_episode(_plan(env.target, pol.target, seed=6), spec)
+        first = await _run(_plan(env.target, pol.target, seed=5), spec)
+        again = await _run(_plan(env.target, pol.target, seed=5), spec)
+        other = await _run(_plan(env.target, pol.target, seed=6), spec)
     actions = [s.action for s in first.steps]
     assert actions == [s.action for s in again.steps]
     assert actions != [s.action for s in other.steps]

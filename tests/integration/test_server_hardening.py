@@ -43,7 +43,8 @@ from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy.v1 import policy_service_pb2_grpc as pol_grpc
 from moria.quoting import MAX_QUOTE_CHARS, quote, quote_names
 from moria.server import Drain, MoriaServer
-from orchestrator.core.episode import EpisodeDriver, EpisodePlan, run_episode
+from orchestrator.core.episode import EpisodeConfig, EpisodeDriver, EpisodePlan, run_episode
+from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import RunSpec, load_spec
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.processes import start_server
@@ -416,6 +417,11 @@ def _plan(env_target: str, policy_target: str) -> EpisodePlan:
                        env_target=env_target, policy_target=policy_target)
 
 
+def _config(spec: RunSpec) -> EpisodeConfig:
+    """``spec`` resolved for ``_plan``'s episode."""
+    return episode_config(spec, "babyai", GOTO, 5)
+
+
 async def test_a_model_slower_than_the_idle_timeouts_still_finishes_its_episode(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Both servers end streams silent for 3 s; every model call takes 7 s. The env session
@@ -426,7 +432,7 @@ async def test_a_model_slower_than_the_idle_timeouts_still_finishes_its_episode(
         async with env_server(idle_timeout_s=3.0) as env, \
                 _policy(idle_timeout_s=3.0) as (pol, _):
             record = await run_episode(_plan(env.target, pol),
-                                       _spec(fake, "eval.max_steps_per_episode=2"))
+                                       _config(_spec(fake, "eval.max_steps_per_episode=2")))
         calls = len(fake.requests)
     assert (record.end_reason, record.num_steps, record.error) == ("truncated", 2, "")
     assert calls == 2
@@ -441,7 +447,7 @@ async def test_a_driver_waiting_between_commands_keeps_its_streams(
     pings = _PingCounter(monkeypatch, target=8)
     async with env_server(idle_timeout_s=2.0) as env, _policy(idle_timeout_s=2.0) as (pol, _):
         spec = load_spec(None, ["agent.type=dummy", "eval.max_steps_per_episode=3"])
-        driver = EpisodeDriver(_plan(env.target, pol), spec)
+        driver = EpisodeDriver(_plan(env.target, pol), _config(spec))
         try:
             await _wait(driver.start())
             await _wait(driver.step())
@@ -488,8 +494,8 @@ async def test_an_over_cap_prompt_ends_the_episode_as_agent_error() -> None:
     with FakeOpenAI("turn left") as fake:
         async with env_server() as env, policy_server() as pol:
             record = await run_episode(_plan(env.target, pol.target),
-                                       _spec(fake, "client.max_prompt_bytes=100",
-                                             "eval.max_steps_per_episode=2"))
+                                       _config(_spec(fake, "client.max_prompt_bytes=100",
+                                                     "eval.max_steps_per_episode=2")))
         received = len(fake.requests)
     assert record.end_reason == "agent_error" and record.num_steps == 0
     match = PROMPT_CAP.search(record.error)

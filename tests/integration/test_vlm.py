@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from orchestrator.core.episode import EpisodePlan, run_episode
+from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import load_spec
 from tests.support.providers import PROVIDERS, TEST_KEY, Provider
 from tests.support.servers import env_server, policy_server
@@ -36,7 +37,8 @@ async def _play(provider: Provider, env: str, reply: str, steps: int, *overrides
         async with env_server((env,)) as env_srv, policy_server() as pol:
             plan = EpisodePlan(run_id="vlm", env=env, task=TASKS[env], episode_index=0,
                                seed=5, env_target=env_srv.target, policy_target=pol.target)
-            record = await run_episode(plan, spec)
+            record = await run_episode(plan, episode_config(spec, plan.env, plan.task,
+                                                            plan.seed))
         requests = [r.json for r in server.requests if r.json is not None]
     assert record.end_reason == "truncated" and record.num_steps == steps
     return requests
