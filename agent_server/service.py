@@ -83,14 +83,22 @@ from moria.server_files import INSTALLED, ServerFiles, names_a_model_file
 INLINE_OBSERVE_BYTES = 64 * 1024
 
 _SERVICE = pol_pb.DESCRIPTOR.services_by_name["PolicyService"]
+#: The most a Play Begin (the configs, the instruction, few-shot demonstrations) or an Observe
+#: (an observation and its frame: a PNG unless the run asks RAW_RGB, which fits up to 5.5
+#: megapixels) may weigh, in bytes. It is also the largest message the server reads
+#: (``MoriaServer`` sets gRPC's receive limit to the largest request limit), so a larger one
+#: is refused from its length prefix before it is read: receiving a 60 MB message held the
+#: event loop for about 100 ms (in gRPC itself: a bare ``grpc.aio`` server held it as long),
+#: and a healthy stream beside it then kept under half its step rate.
+MAX_PLAY_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The largest request each method takes (bytes), checked before it is parsed
-#: (``moria.server.RequestLimit``; larger: RESOURCE_EXHAUSTED): an Observe carries a frame and
-#: takes the server's message limit (``--max-message-mb``); a Begin (the configs, the
-#: instruction, few-shot demonstrations) at most 16 MiB; a ping or an end, and a GetInfo's
-#: config to check, far less.
+#: (``moria.server.RequestLimit``; larger: RESOURCE_EXHAUSTED): a Begin or an Observe at most
+#: ``MAX_PLAY_MESSAGE_BYTES`` (the server's ``--max-message-mb`` when that is smaller); a
+#: ping or an end, and a GetInfo's config to check, far less.
 REQUEST_LIMITS: dict[str, RequestLimit] = {
     method_path(_SERVICE, "Play"): RequestLimit.for_oneof(
-        pol_pb.PlayRequest, {"begin": 16 * 1024 * 1024, "observe": None}, default=64 * 1024),
+        pol_pb.PlayRequest, {"begin": MAX_PLAY_MESSAGE_BYTES, "observe": MAX_PLAY_MESSAGE_BYTES},
+        default=64 * 1024),
     method_path(_SERVICE, "GetInfo"): RequestLimit(1024 * 1024),
 }
 

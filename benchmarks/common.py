@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 
 async def oracle_episode(session: Any, task: str, seed: int, go_on: Callable[[], bool],
-                         on_step: Callable[[], None]) -> None:
+                         on_step: Callable[[], None],
+                         pace: Callable[[], Awaitable[None]] | None = None) -> None:
     """Play one episode of the BabyAI ``task`` at ``seed`` on an Env ``session``
     (``moria.clients`` session) with the expert's action of each observation (``oracle``
-    hints), while ``go_on()`` holds, calling ``on_step()`` after each step; then close it."""
+    hints), while ``go_on()`` holds, calling ``on_step()`` after each step and awaiting
+    ``pace()`` (when given) before each; then close it."""
     from moria.codecs import dict_from_struct, text_action
     from moria.env.v1 import env_service_pb2 as env_pb
 
@@ -22,6 +24,8 @@ async def oracle_episode(session: Any, task: str, seed: int, go_on: Callable[[],
     obs = opened.agents["agent_0"].observation
     while go_on():
         hint = dict_from_struct(obs.info)["expert_action"]
+        if pace is not None:
+            await pace()
         response = await session.step({"agent_0": text_action(hint)})
         on_step()
         obs = response.agents["agent_0"].observation
@@ -75,3 +79,20 @@ def run_timed(command: list[str]) -> float:
     if proc.returncode != 0:
         raise RuntimeError(f"moria eval exited {proc.returncode}: {proc.stderr[-2000:]}")
     return wall
+
+
+def result_file(name: str, title: str, command: str, load: str, columns: list[str],
+                rows: list[list[str]]) -> dict[str, Any]:
+    """A result file's object in the format ``benchmarks/tables.py`` renders, naming the
+    checkout's commit (``git rev-parse --short HEAD``; None outside git), today's UTC date
+    and the machine's core count beside ``load`` (the load average as the benchmark saw it)."""
+    import datetime
+    import os
+
+    done = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse",
+                           "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return {"name": name, "title": title, "command": command,
+            "commit": done.stdout.strip() or None if done.returncode == 0 else None,
+            "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+            "machine": f"{os.cpu_count()}-core machine", "load": load,
+            "columns": columns, "rows": rows}

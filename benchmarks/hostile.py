@@ -16,12 +16,20 @@ length just before, with no attacker; the control figure is the longest GetInfo 
 during a request. With ``--flood``, the attacker sends back to back instead (no pause), and
 the rates are over the whole window: a harsher test than the goal's, reported beside it.
 
+The healthy client is paced (``--healthy-rate``, default ``HEALTHY_RATE`` steps a second, the
+rate of the healthy client beside which the attacks were first found): a session of a real run
+waits on its model between steps, and it is the server's own hold on its loop that a paced
+session feels. At ``--healthy-rate 0`` it steps as fast as it can instead: then it and the
+server already keep both cores of a small machine busy, and any third process (the attacker
+building and sending its request) takes its share of them whatever the server does; the
+figures of both modes go into the result file.
+
 Attacks: on the env server, Opens naming a 1 MiB unknown task (NOT_FOUND), carrying 20,000
 option keys (refused by their count), 1.5M option keys (33 MB, refused by their size before
 they are read) or a 60 MB task; on the agent server, Begins of 16 MiB with a refused config, of
 60 MB (refused by their size), and configs of 10,000 keys (refused by their count).
 
-Run: ``python -m benchmarks.hostile [--seconds 5] [--flood]``; writes
+Run: ``python -m benchmarks.hostile [--seconds 5] [--healthy-rate 200] [--flood]``; writes
 ``benchmarks/out/hostile.json`` (``hostile_flood.json``)
 with the load average before and after. Figures, never assertions.
 """
@@ -54,6 +62,9 @@ RATE_GOAL = 0.5
 PROBE_EVERY_S = 0.02
 #: The attacker's pause between two requests (seconds), unless flooding.
 PAUSE_S = 0.2
+#: The healthy client's default pace (steps a second): the issue's healthy client stepped at
+#: about 200 a second.
+HEALTHY_RATE = 200.0
 UNLIMITED = [("grpc.max_send_message_length", 2**31 - 1),
              ("grpc.max_receive_message_length", 2**31 - 1)]
 ENV_ATTACKS = ("task_1mib", "keys_20k", "keys_1_5m", "task_60mb")
@@ -117,20 +128,42 @@ async def attack(kind: str, target: str, seconds: float, pause: float) -> list[l
 
 # ---- the healthy client and the control probe ------------------------------------------------
 
-async def _env_steps(target: str, stop: asyncio.Event) -> list[float]:
+class Pacer:
+    """Awaited before each healthy step: holds the steps to ``rate`` a second (0: no pause).
+    A step that is late starts at once and the schedule restarts from it: lost steps are not
+    made up in a burst, so a stall shows as missing steps."""
+
+    def __init__(self, rate: float):
+        self.period = 1.0 / rate if rate > 0 else 0.0
+        self.next = time.monotonic()
+
+    async def __call__(self) -> None:
+        if not self.period:
+            return
+        self.next += self.period
+        delay = self.next - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            self.next = time.monotonic()
+
+
+async def _env_steps(target: str, stop: asyncio.Event, rate: float) -> list[float]:
     from benchmarks.common import oracle_episode
     from moria.clients import EnvClient
 
     ended: list[float] = []
     seed = 0
+    pace = Pacer(rate)
     while not stop.is_set():
         await oracle_episode(EnvClient(target).session(), TASK, seed,
-                             lambda: not stop.is_set(), lambda: ended.append(time.monotonic()))
+                             lambda: not stop.is_set(), lambda: ended.append(time.monotonic()),
+                             pace)
         seed += 1
     return ended
 
 
-async def _policy_turns(target: str, stop: asyncio.Event) -> list[float]:
+async def _policy_turns(target: str, stop: asyncio.Event, rate: float) -> list[float]:
     from moria.clients import channel_for
     from moria.common.v1 import types_pb2
     from moria.policy.v1 import policy_service_pb2 as pol_pb
@@ -143,7 +176,9 @@ async def _policy_turns(target: str, stop: asyncio.Event) -> list[float]:
                                            default_action="go"))))
     await call.read()
     ended: list[float] = []
+    pace = Pacer(rate)
     while not stop.is_set():
+        await pace()
         await call.write(pol_pb.PlayRequest(observe=pol_pb.Observe(
             observation=types_pb2.Observation(text={"long_term_context": "a wall"}),
             step=len(ended))))
@@ -199,7 +234,8 @@ async def _window(healthy: Callable[[asyncio.Event], Awaitable[list[float]]],
     return figures
 
 
-async def measure(seconds: float, flood: bool) -> dict[str, Any]:
+async def measure(seconds: float, flood: bool, rate: float,
+                  only: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Every attack against its server: baseline and attacked windows, and the verdicts."""
     from moria.clients import EnvClient, PolicyClient
     from orchestrator.core.stack import LocalStack
@@ -212,13 +248,15 @@ async def measure(seconds: float, flood: bool) -> dict[str, Any]:
             await env.get_info(timeout=10)
             await policy.get_info(timeout=10)
             roles = [("env", ENV_ATTACKS, stack.env_target,
-                      lambda stop: _env_steps(stack.env_target, stop),
+                      lambda stop: _env_steps(stack.env_target, stop, rate),
                       lambda: env.get_info(timeout=30)),
                      ("policy", POLICY_ATTACKS, stack.policy_target,
-                      lambda stop: _policy_turns(stack.policy_target, stop),
+                      lambda stop: _policy_turns(stack.policy_target, stop, rate),
                       lambda: policy.get_info(timeout=30))]
             for role, attacks, target, healthy, info in roles:
                 for kind in attacks:
+                    if only and kind not in only:
+                        continue
                     base = await _window(healthy, info, seconds, None)
                     hit = await _window(healthy, info, seconds, [
                         sys.executable, "-m", "benchmarks.hostile", "attack", kind, target,
@@ -234,16 +272,54 @@ async def measure(seconds: float, flood: bool) -> dict[str, Any]:
     return results
 
 
-def run(seconds: float, flood: bool = False) -> dict[str, Any]:
-    """``measure`` with the load average before and after."""
+def run(seconds: float, flood: bool = False, rate: float = HEALTHY_RATE,
+        only: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``measure`` (of the attacks in ``only``; empty: all) with the load average before and
+    after."""
     before = [round(x, 2) for x in os.getloadavg()]
-    results = aio.run(measure(seconds, flood))
+    results = aio.run(measure(seconds, flood, rate, only))
     return {"seconds_per_window": seconds, "flood": flood, "pause_s": 0 if flood else PAUSE_S,
+            "healthy_rate_per_s": rate or "unpaced",
             "load_average_before": before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "goals": {"control_worst_ms_at_most": CONTROL_GOAL_MS,
                       "healthy_rate_ratio_at_least": RATE_GOAL},
             "attacks": results}
+
+
+RESULT = Path(__file__).resolve().parent / "results" / "hostile.json"
+#: What each attack is, for the result table.
+DESCRIBED = {"task_1mib": "Open naming a 1 MiB unknown task",
+             "keys_20k": "Open with 20,000 option keys",
+             "keys_1_5m": "Open with 1.5M option keys (33 MB)",
+             "task_60mb": "Open naming a 60 MB task",
+             "begin_16mib": "Begin of 16 MiB with a refused config",
+             "begin_60mb": "Begin of 60 MB",
+             "config_keys_10k": "Begin whose config has 10,000 keys"}
+
+
+def recorded(paced: dict[str, Any], unpaced: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The result file of one sitting: each attack's worst control call and the healthy rate
+    kept, paced (the goal's measure) and unpaced, in the ``benchmarks/tables.py`` format."""
+    from benchmarks.common import result_file
+
+    rows = []
+    for key, hit in paced["attacks"].items():
+        role, kind = key.split(".", 1)
+        bare = unpaced["attacks"][key]
+        rows.append([DESCRIBED[kind], f"{role} server",
+                     f"{hit['attacked']['control_worst_during_ms'] or 0:.1f} ms",
+                     f"{hit['rate_ratio']:.2f}", f"{bare['rate_ratio']:.2f}",
+                     "yes" if hit["control_goal_met"] and hit["rate_goal_met"] else "no"])
+    load = (f"{paced['load_average_before'][0]:.2f} before, "
+            f"{unpaced['load_average_after'][0]:.2f} after")
+    return result_file(
+        "hostile", "Hostile requests beside a healthy session: the worst control call during "
+        "a request, and the share of its step rate the healthy session kept",
+        f"python -m benchmarks.hostile --seconds {seconds:g} --record", load,
+        ["request", "server", "worst GetInfo during it",
+         f"healthy rate kept, paced at {paced['healthy_rate_per_s']:g}/s",
+         "healthy rate kept, unpaced", "goals met (paced)"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,10 +332,34 @@ def main(argv: list[str] | None = None) -> int:
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0,
                         help="length of each baseline and attacked window (default 5)")
+    parser.add_argument("--healthy-rate", type=float, default=HEALTHY_RATE,
+                        help="the healthy client's steps a second (default "
+                        f"{HEALTHY_RATE:g}; 0: as fast as it can)")
     parser.add_argument("--flood", action="store_true",
                         help="the attacker sends back to back (no pause between requests)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated attacks to run (default: all; not with --record): "
+                        + ", ".join(ENV_ATTACKS + POLICY_ATTACKS))
+    parser.add_argument("--record", action="store_true",
+                        help="run paced and unpaced in one sitting and write the result file "
+                        "benchmarks/results/hostile.json (docs/security.md's table)")
     parsed = parser.parse_args(args)
-    figures = run(parsed.seconds, parsed.flood)
+    only = frozenset(k for k in parsed.only.split(",") if k)
+    unknown = sorted(only - set(ENV_ATTACKS + POLICY_ATTACKS))
+    if unknown or (only and parsed.record):
+        parser.error(f"--only: unknown attack {unknown[0]}" if unknown
+                     else "--only and --record do not go together (a record has every attack)")
+    if parsed.record:
+        paced = run(parsed.seconds, False, parsed.healthy_rate or HEALTHY_RATE)
+        unpaced = run(parsed.seconds, False, 0)
+        result = recorded(paced, unpaced, parsed.seconds)
+        RESULT.write_text(json.dumps(result, indent=2) + "\n")
+        OUT.mkdir(exist_ok=True)
+        (OUT / "hostile.json").write_text(json.dumps({"paced": paced, "unpaced": unpaced},
+                                                     indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+        return 0
+    figures = run(parsed.seconds, parsed.flood, parsed.healthy_rate, only)
     OUT.mkdir(exist_ok=True)
     name = "hostile_flood.json" if parsed.flood else "hostile.json"
     (OUT / name).write_text(json.dumps(figures, indent=2) + "\n")

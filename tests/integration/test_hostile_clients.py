@@ -231,7 +231,7 @@ async def test_the_policy_server_imports_and_loads_nothing_a_client_names(
     assert "it runs without --models-dir" in texts[2], texts[2]
     assert named[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert named[1] == ("bad agent_config: agent.balrog_source 'evil' is not offered by this "
-                        "server (its --balrog-sources folder has no such BALROG checkout); "
+                        "server (its --balrog-sources offers no such BALROG checkout); "
                         "offered: none")
     assert info.config_errors and "never a path" in info.config_errors[0]
     no_traceback(agent)
@@ -282,6 +282,28 @@ async def test_refused_requests_give_their_memory_back(tmp_path: Path) -> None:
             assert after[name] - before[name] < RSS_BOUND_MB, (name, before, after)
         for process in (env, agent, orchestrator):
             no_traceback(process)
+
+
+async def test_a_play_message_over_16_mib_is_refused_before_it_is_read() -> None:
+    # Begin and Observe alike: gRPC's receive limit is the largest Play request (16 MiB), so
+    # the server reads the length prefix and refuses; the 64 MiB message limit is for sending
+    with server("agent_server") as agent:
+        async with grpc.aio.insecure_channel(agent.target, options=UNLIMITED) as channel:
+            stub = pol_grpc.PolicyServiceStub(channel)
+            for request in (pol_pb.PlayRequest(begin=pol_pb.Begin(instruction="x" * 60_000_000)),
+                            pol_pb.PlayRequest(observe=pol_pb.Observe(
+                                observation=types_pb2.Observation(
+                                    text={"long_term_context": "x" * 17_000_000})))):
+                call = stub.Play()
+                await call.write(request)
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await asyncio.wait_for(call.read(), DEADLINE)
+                assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert re.search(r"larger than max \(\d+ vs\. 16777216\)",
+                                 caught.value.details() or ""), caught.value.details()
+            info = await stub.GetInfo(pol_pb.GetInfoRequest(), timeout=DEADLINE)
+            assert info.active_streams == 0
+        no_traceback(agent)
 
 
 # ---- 4. bounded work ------------------------------------------------------------------------
