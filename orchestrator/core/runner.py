@@ -60,9 +60,9 @@ from orchestrator.core.events import EventSink, EventStream
 from orchestrator.core.gate import RunGate, RunRateLimits
 from orchestrator.core.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
 from orchestrator.core.sinks import EpisodeFilesSink, ProgressSink, TelemetrySink
-from orchestrator.core.stack import LocalStack
+from orchestrator.core.stack import LOCAL_ENV_RESTARTS, LocalStack
 from orchestrator.plan.seeds import derive_seed
-from orchestrator.plan.spec import RunSpec, SpecError
+from orchestrator.plan.spec import RunSpec, SpecError, local_server_counts
 from orchestrator.report.accounting import PriceError, PriceTable, prices_for
 from orchestrator.report.outcome import RunVerdict, verdict_from_summary
 from orchestrator.report.summary import summarize
@@ -155,11 +155,14 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                                    demos=demos)
         env_vars = server_environment({env: spec.envs.kwargs_for(env)
                                        for env in spec.envs.env_list})
+        env_servers, policy_servers = local_server_counts(spec)
         async with LocalStack(spec.envs.env_list, out / "logs",
                               env_capacity=max(64, spec.eval.num_workers * 2),
-                              env_vars=env_vars) as stack:
-            targets = ({env: [stack.env_target] for env in spec.envs.env_list},
-                       [stack.policy_target])
+                              env_vars=env_vars, env_servers=env_servers,
+                              policy_servers=policy_servers,
+                              env_restarts=LOCAL_ENV_RESTARTS) as stack:
+            targets = ({env: stack.env_targets for env in spec.envs.env_list},
+                       stack.policy_targets)
             return await _run_with(spec, out, run_id, todo, skipped, targets,
                                    console, show_progress, sinks, on_fault=stack.check_alive,
                                    watchdog=stack.watch, demos=demos)
