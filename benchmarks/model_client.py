@@ -3,21 +3,28 @@
 A fake OpenAI-compatible server (``tests.support.fake_openai``, its own process) answers at
 once, so each call's cost is only the client's work. This process makes ``calls`` calls,
 ``in_flight`` at a time, of a workload-A-sized chat (an instruction of about 3 KB, then 16 past
-steps: 34 messages), through three layers, alternating them ``rounds`` times:
+steps: 34 messages), through these layers, alternating them ``rounds`` times:
 
 - ``aiohttp``: one ``aiohttp`` POST of the JSON body and the decoding of the JSON reply; the
-  least a Python HTTP/JSON client does, for reference only (Moria does not call providers
-  this way);
+  least a Python HTTP/JSON client does, for reference only;
 - ``openai_sdk``: the official SDK's ``AsyncOpenAI.post`` with its aiohttp transport, as
-  Moria's OpenAI-compatible backend sends each request;
-- ``moria_backend``: ``OpenAICompatBackend.complete``, the whole backend: the request body
-  built from chat messages, the SDK call, the retry policy (tenacity) and the reply parsed.
+  Moria's OpenAI-compatible backend sends each request with ``client.http_client=sdk``;
+- ``moria_backend``: ``OpenAICompatBackend.complete`` with ``http_client=sdk``, the whole
+  backend: the request body built from chat messages, the SDK call, the retry policy
+  (tenacity) and the reply parsed;
+- ``moria_backend_lean`` (``lean=True``; the CLI's default): the same backend with
+  ``http_client=lean`` (``auto`` for vllm and llamacpp servers): the same body, retry policy and
+  parsing, sent by ``agent_server/backends/lean_http.py`` over one aiohttp session.
 
 Reported per layer: CPU microseconds per call of this process (user + system, all threads;
 the median over the rounds, with the lowest and highest) and wall microseconds per call; and
-the differences between layers. The event loop is Moria's (``moria.aio``: uvloop).
+the differences between layers: with ``lean``, the whole backend's CPU per call through the
+SDK and through the lean client in milliseconds, their difference and ratio
+(``transports``). The event loop is Moria's (``moria.aio``: uvloop).
 
-Run: ``python -m benchmarks.model_client [--calls 2000] [--in-flight 16] [--rounds 3]``.
+Run: ``python -m benchmarks.model_client [--calls 2000] [--in-flight 16] [--rounds 3]
+[--no-lean] [--write]``; ``--write`` also saves the backend comparison as
+``benchmarks/results/model_client_transports.json`` (a table: ``benchmarks.tables``).
 Figures, never assertions: one run on one machine.
 """
 
@@ -32,6 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from moria import aio
@@ -75,9 +83,10 @@ async def _time_calls(call: Callable[[], Awaitable[Any]], calls: int,
 Call = Callable[[], Awaitable[Any]]
 
 
-async def _layers(base_url: str) -> tuple[dict[str, Call], list[Call]]:
-    """The three layers' calls (see the module docstring), each against ``base_url`` (an
-    OpenAI base URL, ``http://127.0.0.1:<port>/v1``), and the closers of the clients they use."""
+async def _layers(base_url: str, lean: bool = False) -> tuple[dict[str, Call], list[Call]]:
+    """The layers' calls (see the module docstring; ``moria_backend_lean`` only with ``lean``),
+    each against ``base_url`` (an OpenAI base URL, ``http://127.0.0.1:<port>/v1``), and the
+    closers of the clients they use."""
     import aiohttp
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
@@ -91,7 +100,10 @@ async def _layers(base_url: str) -> tuple[dict[str, Call], list[Call]]:
     sdk = AsyncOpenAI(api_key="EMPTY", base_url=base_url, max_retries=0,
                       http_client=DefaultAioHttpClient())
     backend = OpenAICompatBackend(
-        ClientConfig(client_name="vllm", model_id="fake", base_url=base_url),
+        ClientConfig(client_name="vllm", model_id="fake", base_url=base_url, http_client="sdk"),
+        api_key="EMPTY", base_url=base_url)
+    lean_backend = OpenAICompatBackend(
+        ClientConfig(client_name="vllm", model_id="fake", base_url=base_url, http_client="lean"),
         api_key="EMPTY", base_url=base_url)
     chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]  # type: ignore[arg-type]
     params = GenerateParams(temperature=None, max_tokens=64)
@@ -108,13 +120,21 @@ async def _layers(base_url: str) -> tuple[dict[str, Call], list[Call]]:
     async def through_backend() -> Any:
         return await backend.complete(chat, params)
 
-    return ({"aiohttp": direct, "openai_sdk": through_sdk, "moria_backend": through_backend},
-            [session.close, sdk.close, backend.aclose])
+    async def through_lean_backend() -> Any:
+        return await lean_backend.complete(chat, params)
+
+    layers: dict[str, Call] = {"aiohttp": direct, "openai_sdk": through_sdk,
+                               "moria_backend": through_backend}
+    if lean:
+        layers["moria_backend_lean"] = through_lean_backend
+    return layers, [session.close, sdk.close, backend.aclose, lean_backend.aclose]
 
 
-async def measure(base_url: str, calls: int, in_flight: int, rounds: int) -> dict[str, Any]:
-    """Every layer ``rounds`` times, alternated; figures per layer and the differences."""
-    layers, closers = await _layers(base_url)
+async def measure(base_url: str, calls: int, in_flight: int, rounds: int,
+                  lean: bool = False) -> dict[str, Any]:
+    """Every layer ``rounds`` times, alternated; figures per layer and the differences (with
+    ``lean``, also the backend through each HTTP client: ``transports``)."""
+    layers, closers = await _layers(base_url, lean)
     cpu: dict[str, list[float]] = {name: [] for name in layers}
     wall: dict[str, list[float]] = {name: [] for name in layers}
     try:
@@ -137,12 +157,26 @@ async def measure(base_url: str, calls: int, in_flight: int, rounds: int) -> dic
     median = {name: figures[name]["cpu_us_per_call"] for name in layers}
     figures["sdk_over_aiohttp_cpu_us"] = round(median["openai_sdk"] - median["aiohttp"], 1)
     figures["backend_over_sdk_cpu_us"] = round(median["moria_backend"] - median["openai_sdk"], 1)
+    if lean:
+        sdk_ms, lean_ms = median["moria_backend"] / 1000, median["moria_backend_lean"] / 1000
+        figures["transports"] = {
+            "sdk_cpu_ms_per_call": round(sdk_ms, 3),
+            "lean_cpu_ms_per_call": round(lean_ms, 3),
+            "sdk_minus_lean_cpu_ms": round(sdk_ms - lean_ms, 3),
+            "sdk_over_lean_ratio": round(sdk_ms / lean_ms, 2) if lean_ms > 0 else None,
+            "sdk_cpu_ms_low_high": [round(x / 1000, 3) for x in
+                                    figures["moria_backend"]["cpu_us_low_high"]],
+            "lean_cpu_ms_low_high": [round(x / 1000, 3) for x in
+                                     figures["moria_backend_lean"]["cpu_us_low_high"]],
+        }
     return figures
 
 
-def run(calls: int = 2000, in_flight: int = 16, rounds: int = 3) -> dict[str, Any]:
-    """Start the fake server, measure, stop it; the figures with the load average before.
-    Raises RuntimeError when the fake server does not start."""
+def run(calls: int = 2000, in_flight: int = 16, rounds: int = 3,
+        lean: bool = True) -> dict[str, Any]:
+    """Start the fake server, measure (``lean``: the lean backend too), stop it; the figures
+    with the load average before and after. Raises RuntimeError when the fake server does not
+    start."""
     from benchmarks.common import announced_url
 
     load = [round(x, 2) for x in os.getloadavg()]
@@ -151,12 +185,59 @@ def run(calls: int = 2000, in_flight: int = 16, rounds: int = 3) -> dict[str, An
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         base_url = announced_url(fake)
-        figures = aio.run(measure(base_url, calls, in_flight, rounds))
+        figures = aio.run(measure(base_url, calls, in_flight, rounds, lean))
     finally:
         fake.terminate()
         fake.wait(timeout=10)
     return {"calls": calls, "in_flight": in_flight, "rounds": rounds,
-            "messages": len(chat_messages()), "load_average_before": load, **figures}
+            "messages": len(chat_messages()), "load_average_before": load,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()], **figures}
+
+
+#: The result file of the backend's two HTTP clients (``--write``), a ``benchmarks.tables`` table.
+TRANSPORTS_RESULT = Path(__file__).resolve().parent / "results" / "model_client_transports.json"
+
+
+def transports_result(figures: dict[str, Any], commit: str | None = None) -> dict[str, Any]:
+    """The result file of ``run``'s figures (with the lean layer): one row per HTTP client,
+    CPU ms per call (median, lowest-highest over the rounds) and the ratio to lean."""
+    t = figures["transports"]
+    ratio = t["sdk_over_lean_ratio"]
+
+    def span(low_high: list[float]) -> str:
+        return f"{low_high[0]:.3f}-{low_high[1]:.3f}"
+
+    before = ", ".join(f"{x:g}" for x in figures["load_average_before"])
+    after = ", ".join(f"{x:g}" for x in figures["load_average_after"])
+    return {
+        "name": "model_client_transports",
+        "title": "The OpenAI-compatible backend's CPU per call, through each HTTP client",
+        "command": (f"python -m benchmarks.model_client --calls {figures['calls']} --in-flight "
+                    f"{figures['in_flight']} --rounds {figures['rounds']} --write"),
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": f"{os.cpu_count()}-core machine",
+        "load": f"1/5/15-min load average {before} before, {after} after",
+        "columns": ["client.http_client", "CPU ms per call (median)", "lowest-highest",
+                    "ratio to lean"],
+        "rows": [
+            ["sdk (the openai SDK, aiohttp transport)", f"{t['sdk_cpu_ms_per_call']:.3f}",
+             span(t["sdk_cpu_ms_low_high"]), f"{ratio:.2f}" if ratio else "n/a"],
+            ["lean (lean_http.py, one aiohttp session)", f"{t['lean_cpu_ms_per_call']:.3f}",
+             span(t["lean_cpu_ms_low_high"]), "1.00"],
+            ["sdk minus lean", f"{t['sdk_minus_lean_cpu_ms']:.3f}", "", ""],
+        ],
+        "figures": figures,
+    }
+
+
+def _commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip() or None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--in-flight", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-lean", action="store_true",
+                        help="leave out the backend through the lean HTTP client")
+    parser.add_argument("--write", action="store_true",
+                        help=f"save the HTTP clients' comparison as {TRANSPORTS_RESULT.name}")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.calls, args.in_flight, args.rounds), indent=2))
+    figures = run(args.calls, args.in_flight, args.rounds, lean=not args.no_lean)
+    print(json.dumps(figures, indent=2))
+    if args.write and "transports" in figures:
+        TRANSPORTS_RESULT.write_text(json.dumps(transports_result(figures, _commit()), indent=2)
+                                     + "\n", encoding="utf-8")
     return 0
 
 

@@ -1,10 +1,29 @@
 """OpenAI-compatible chat-completions backend (OpenAI, OpenRouter, vLLM server, llama.cpp server).
 
-Uses the official ``openai`` SDK (``AsyncOpenAI``) with the SDK's own retries off, so the shared
-tenacity policy (``retry.py``) governs, and the SDK's aiohttp transport (``DefaultAioHttpClient``,
-the ``openai[aiohttp]`` extra), which the SDK recommends for concurrency: with 50 episodes in
-flight it cut the Policy server's CPU from 24.5 to 16.9 s in one pair of workload-A runs against
-the default transport, whose connection pool checks every idle connection on each request.
+One backend, two ways of sending (``client.http_client``, resolved by
+``moria.backends.http_client_for``): the request body (``_request``: messages, sampling, the
+choice constraints guided_choice/grammar, the reasoning options), the retry policy and the
+parsing of replies and stream chunks (``_parse``, ``_streamed``) are this class's, whichever
+sender carries them:
+
+- ``SDKSender`` (``sdk``; ``auto`` for the hosted ``openai`` and ``openrouter``): the official
+  ``openai`` SDK (``AsyncOpenAI``) with the SDK's own retries off, so the shared tenacity policy
+  (``retry.py``) governs, and the SDK's aiohttp transport (``DefaultAioHttpClient``, the
+  ``openai[aiohttp]`` extra), which the SDK recommends for concurrency: with 50 episodes in
+  flight it cut the Policy server's CPU from 24.5 to 16.9 s in one pair of workload-A runs
+  against the default transport, whose connection pool checks every idle connection on each
+  request.
+- ``lean_http.LeanSender`` (``lean``; ``auto`` for ``vllm`` and ``llamacpp`` servers): one
+  aiohttp session, no SDK in the request path (less CPU per call:
+  ``benchmarks/results/model_client_transports.json``), with the same
+  retries, timeouts, error classification, key redaction, usage and streaming
+  (``lean_http``'s docstring).
+
+``create_as_sent`` (BALROG's ``OpenAIWrapper`` under ``agent.protocol=balrog``) always goes
+through the SDK, whichever sender ``complete`` uses: it needs the SDK to build the body from
+another client's keyword arguments and to return the SDK's response object; a lean backend
+makes its SDK client on the first such call.
+
 ``client.timeout`` bounds each attempt: the whole response when not streaming, the wait for
 each chunk when streaming (``client.stream``).
 
@@ -18,13 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, Protocol
 
 import openai
 from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
-from openai.types.chat import ChatCompletionChunk
 
 from agent_server.backends.base import (
     STOP_BLOCKED,
@@ -41,6 +60,7 @@ from agent_server.backends.base import (
     choices_gbnf,
     merge_consecutive_roles,
 )
+from agent_server.backends.lean_http import LeanSender
 from agent_server.backends.retry import (
     Redactor,
     classify_sdk_error,
@@ -49,6 +69,7 @@ from agent_server.backends.retry import (
     error_message,
     run_probe,
 )
+from moria.backends import HttpClient, http_client_for
 from moria.config import ClientConfig
 
 log = logging.getLogger(__name__)
@@ -176,8 +197,96 @@ def usage_from(usage: Any) -> TokenUsage:
     )
 
 
+class Sender(Protocol):
+    """How a chat-completions request travels (``SDKSender`` or ``lean_http.LeanSender``)."""
+
+    kind: str
+    base_url: str
+
+    async def post(self, body: dict[str, Any]) -> Any:
+        """POST /chat/completions: the decoded JSON reply (text when it is not JSON)."""
+
+    def stream(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
+        """POST /chat/completions, streaming: the decoded chunks (dicts)."""
+
+    async def models(self) -> Any:
+        """GET /models (the preflight probe)."""
+
+    def classify(self, exc: Exception) -> Exception:
+        """A failure of a call as ``TransientError`` or ``BackendError``."""
+
+    async def aclose(self) -> None:
+        """Release the connections."""
+
+
+class SDKSender:
+    """Sends through the official SDK's own HTTP client (auth, error types); see ``post``."""
+
+    kind = "sdk"
+
+    def __init__(self, *, api_key: str, base_url: str | None, timeout: float, provider: str,
+                 redact: Callable[[str], str], key_env: str | None = None) -> None:
+        """``base_url``: None means the SDK's default (OpenAI's API)."""
+        self.sdk = AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout,
+            http_client=DefaultAioHttpClient(),
+        )
+        self.base_url = str(self.sdk.base_url)
+        self._timeout_s = timeout
+        self._provider = provider
+        self._redact = redact
+        self._key_env = key_env
+
+    @property
+    def api_key(self) -> str:
+        """The key sent as the bearer token."""
+        return self.sdk.api_key
+
+    async def post(self, body: dict[str, Any]) -> Any:
+        """POST /chat/completions with the body as built (``chat.completions.create`` would
+        first run the SDK's TypedDict transform over every message, which measured at about
+        17 ms per call here and made the agent server CPU-bound under concurrent episodes; the
+        body is already in wire format, so it is sent as is). The reply comes back as decoded
+        JSON (``cast_to=object``): building the SDK's response models took a quarter of the
+        SDK's time per call and the parser reads four fields."""
+        return await self.sdk.post("/chat/completions", body=body, cast_to=object)
+
+    async def stream(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
+        """The streaming POST: the chunks as decoded JSON (``AsyncStream[object]``), as the
+        lean client yields them; the SDK's stream is closed when this generator is."""
+        chunks = await self.sdk.post("/chat/completions", body=body, cast_to=object,
+                                     stream=True, stream_cls=AsyncStream[object])
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            await chunks.close()
+
+    async def models(self) -> Any:
+        """``GET /models``."""
+        return await self.sdk.models.list()
+
+    def classify(self, exc: Exception) -> Exception:
+        """Map an SDK/transport exception to ``TransientError`` or ``BackendError``."""
+        if isinstance(exc, openai.APIStatusError):
+            detail = self._redact(error_message(exc.body, exc.message))
+            return classify_status(
+                self._provider, exc.status_code, detail,
+                headers=exc.response.headers, key_env=self._key_env,
+            )
+        return classify_sdk_error(
+            exc, openai, self._provider, redact=self._redact, timeout_s=self._timeout_s,
+            endpoint=self.base_url,
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK's HTTP connection pool."""
+        await self.sdk.close()
+
+
 class OpenAICompatBackend(Backend):
-    """One ``AsyncOpenAI`` client for one OpenAI-compatible endpoint; safe to share."""
+    """One OpenAI-compatible endpoint, reached through one sender (``transport``: ``sdk`` or
+    ``lean``, from ``client.http_client``); safe to share."""
 
     def __init__(
         self,
@@ -189,32 +298,60 @@ class OpenAICompatBackend(Backend):
     ):
         """``api_key``: the key (a placeholder such as "EMPTY" for keyless servers);
         ``key_env``: the env var it came from (named in error text); ``base_url``: None means
-        the SDK default. Raises ``BackendError`` when no model can be chosen."""
+        the SDK default (``client.base_url`` when not given). The sender is
+        ``http_client_for(client)``'s. Raises ``BackendError`` when no model can be chosen,
+        and when ``client.http_client`` cannot serve (``lean`` without a base URL)."""
         self.name = client.client_name
         self._client_cfg = client
         self._key_env = key_env
+        self._api_key = api_key
         self._redact = Redactor(api_key)
         model = client.model_id or DEFAULT_MODEL.get(client.client_name)
         if not model:
             raise BackendError(f"{self.name}: client.model_id is required", provider=self.name)
         self.model = model
-        self._sdk = AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=client.timeout,
-            http_client=DefaultAioHttpClient(),
-        )
+        self._base_url = base_url or client.base_url
+        try:
+            self.transport: HttpClient = http_client_for(
+                client.client_name, client.http_client, client.base_url or base_url)
+        except ValueError as exc:
+            raise BackendError(str(exc), provider=self.name) from None
+        self._sdk_sender: SDKSender | None = None
+        self._sender: Sender
+        if self.transport == "lean":
+            if not self._base_url:
+                raise BackendError(f"{self.name}: client.http_client='lean' needs "
+                                   "client.base_url", provider=self.name)
+            self._sender = LeanSender(
+                api_key=api_key, base_url=self._base_url, timeout=client.timeout,
+                provider=self.name, redact=self._redact, key_env=key_env)
+        else:
+            self._sender = self._sdk_sender = self._make_sdk_sender()
+
+    def _make_sdk_sender(self) -> SDKSender:
+        return SDKSender(api_key=self._api_key, base_url=self._base_url,
+                         timeout=self._client_cfg.timeout, provider=self.name,
+                         redact=self._redact, key_env=self._key_env)
 
     @property
     def base_url(self) -> str:
-        """The endpoint the SDK calls (ends with a slash)."""
-        return str(self._sdk.base_url)
+        """The endpoint the calls go to (ends with a slash)."""
+        return self._sender.base_url
+
+    @property
+    def api_key(self) -> str:
+        """The key sent as the bearer token ("EMPTY" for keyless servers)."""
+        return self._api_key
 
     async def aclose(self) -> None:
-        """Close the SDK's HTTP connection pool."""
-        await self._sdk.close()
+        """Close the sender's connections (and the SDK client ``create_as_sent`` made)."""
+        await self._sender.aclose()
+        if self._sdk_sender is not None and self._sdk_sender is not self._sender:
+            await self._sdk_sender.aclose()
 
     async def probe(self) -> str | None:
         """``GET /models`` (costs no tokens); see ``Backend.probe``."""
-        return await run_probe(self._sdk.models.list, self._classify, self.name,
+        return await run_probe(self._sender.models, self._classify, self.name,
                                self.base_url, self._client_cfg.timeout)
 
     async def complete(self, messages: list[ChatMessage], params: GenerateParams) -> Completion:
@@ -232,7 +369,7 @@ class OpenAICompatBackend(Backend):
         )
 
     def can_create_as_sent(self) -> bool:
-        """True: the calls go through the OpenAI SDK."""
+        """True: ``create_as_sent`` goes through the OpenAI SDK with either sender."""
         return True
 
     async def create_as_sent(self, kwargs: dict[str, Any]) -> tuple[Any, Completion]:
@@ -240,17 +377,21 @@ class OpenAICompatBackend(Backend):
         as another client built them (BALROG's ``OpenAIWrapper``, ``agent.protocol=balrog``):
         the SDK builds the body from them as it does for that client. Retried like
         ``complete`` (429/5xx, timeouts). Returns the SDK's response object and its
-        ``Completion``. Raises ``BackendError`` as ``complete`` does."""
+        ``Completion``. Raises ``BackendError`` as ``complete`` does. Always through the SDK
+        (with ``transport`` lean, an SDK client is made on the first call)."""
+        if self._sdk_sender is None:
+            self._sdk_sender = self._make_sdk_sender()
+        sdk = self._sdk_sender
         sent: list[Any] = []
 
         async def attempt() -> Completion:
             async with asyncio.timeout(self._client_cfg.timeout):
-                response = await self._sdk.chat.completions.create(**kwargs)
+                response = await sdk.sdk.chat.completions.create(**kwargs)
             sent.append(response)
             return self._parse(response.model_dump())
 
         completion = await complete_with_retries(attempt, self._client_cfg, self.name,
-                                                 classify=self._classify)
+                                                 classify=sdk.classify)
         return sent[-1], completion
 
     def _request(self, messages: list[ChatMessage], params: GenerateParams) -> dict[str, Any]:
@@ -285,45 +426,34 @@ class OpenAICompatBackend(Backend):
         if request.get("stream"):
             return await self._streamed(request)
         async with asyncio.timeout(self._client_cfg.timeout):
-            response = await self._post(request)
+            response = await self._sender.post(request)
         return self._parse(response)
 
-    async def _post(self, body: dict[str, Any]) -> Any:
-        """POST /chat/completions through the SDK's own HTTP client (auth, error types).
-        ``chat.completions.create`` would first run the SDK's TypedDict transform over every
-        message, which measured at about 17 ms per call here and made the agent server
-        CPU-bound under concurrent episodes; the body we build is already in wire format, so
-        it is sent as is. A non-streaming reply comes back as decoded JSON (``cast_to=object``):
-        building the SDK's response models took a quarter of the SDK's time per call and the
-        parser reads four fields. Streams yield SDK chunk models."""
-        if body.get("stream"):
-            return await self._sdk.post("/chat/completions", body=body, cast_to=object,
-                                        stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
-        return await self._sdk.post("/chat/completions", body=body, cast_to=object)
-
     async def _streamed(self, request: dict[str, Any]) -> Completion:
-        stream = await self._post(request)
+        """A streamed reply's chunks (decoded JSON, from either sender) -> ``Completion``:
+        the deltas of choice 0 accumulated, the last usage and finish reason kept."""
         text: list[str] = []
         reasoning: list[str] = []
         usage = TokenUsage()
         finish = ""
         saw_choice = False
-        try:
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = usage_from(chunk.usage)
-                for choice in chunk.choices or []:
-                    if choice.index != 0:
+        async with contextlib.aclosing(self._sender.stream(request)) as chunks:
+            async for chunk in chunks:
+                chunk_usage = _field(chunk, "usage")
+                if chunk_usage is not None:
+                    usage = usage_from(chunk_usage)
+                for choice in _field(chunk, "choices") or []:
+                    if (_field(choice, "index") or 0) != 0:
                         continue
                     saw_choice = True
-                    delta = choice.delta
+                    delta = _field(choice, "delta")
                     if delta is not None:
-                        text.append(delta.content or "")
+                        content = _field(delta, "content")
+                        text.append(content if isinstance(content, str) else "")
                         reasoning.append(_extra_str(delta, "reasoning_content", "reasoning"))
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-        finally:
-            await stream.close()
+                    reason = _field(choice, "finish_reason")
+                    if isinstance(reason, str) and reason:
+                        finish = reason
         return Completion(
             text="".join(text),
             reasoning="".join(reasoning),
@@ -355,14 +485,5 @@ class OpenAICompatBackend(Backend):
         )
 
     def _classify(self, exc: Exception) -> Exception:
-        """Map an SDK/transport exception to ``TransientError`` or ``BackendError``."""
-        if isinstance(exc, openai.APIStatusError):
-            detail = self._redact(error_message(exc.body, exc.message))
-            return classify_status(
-                self.name, exc.status_code, detail,
-                headers=exc.response.headers, key_env=self._key_env,
-            )
-        return classify_sdk_error(
-            exc, openai, self.name, redact=self._redact, timeout_s=self._client_cfg.timeout,
-            endpoint=self.base_url,
-        )
+        """Map a failure of the sender (SDK or lean) to ``TransientError`` or ``BackendError``."""
+        return self._sender.classify(exc)

@@ -15,7 +15,8 @@ capped at ``MAX_BACKOFF_S``). A ``retry-after`` header replaces the computed wai
 The helpers every provider shares live here too: ``classify_status`` (an HTTP error answer ->
 ``TransientError`` or ``BackendError``, with the same messages for every provider),
 ``classify_sdk_error`` (the other failures of the Stainless-generated ``openai`` and
-``anthropic`` SDKs), ``error_message`` (the provider's own text from an error body) and
+``anthropic`` SDKs), ``classify_transport_error`` (the same for a plain HTTP client),
+``error_message`` (the provider's own text from an error body) and
 ``Redactor`` (keeps API keys out of every message).
 """
 
@@ -219,6 +220,38 @@ def classify_sdk_error(
         return BackendError(f"{provider}: invalid response: {redact(str(exc))}", provider=provider)
     if isinstance(exc, sdk.APIError):
         return TransientError(f"API error: {redact(str(exc))}")
+    return BackendError(f"{provider}: {type(exc).__name__}: {redact(str(exc))}", provider=provider)
+
+
+def classify_transport_error(
+    exc: Exception,
+    provider: str,
+    *,
+    redact: Callable[[str], str],
+    timeout_s: float,
+    endpoint: str | None = None,
+    connection_errors: tuple[type[BaseException], ...] = (),
+) -> TransientError | BackendError:
+    """A failure other than an HTTP error answer from a plain HTTP client (no SDK: the lean
+    client, ``lean_http.py``), in the words ``classify_sdk_error`` uses for the SDK's:
+
+    a refused or reset connection among its causes -> ``TransientError("connection error:
+    connection refused (...)")``; a ``TimeoutError`` -> ``TransientError("timed out after
+    <timeout_s>s")``; one of ``connection_errors`` (the client's own transport errors, e.g.
+    ``aiohttp.ClientError``) -> ``TransientError("connection error: ...")``; anything else
+    (e.g. a reply that is not JSON) -> ``BackendError("<provider>: <exception type>: ...")``.
+    ``TransientError`` and ``BackendError`` pass as they are. Exception text goes through
+    ``redact``; ``endpoint`` (the base URL) is named in timeout and connection errors."""
+    if isinstance(exc, TransientError | BackendError):
+        return exc
+    where = f" ({endpoint})" if endpoint else ""
+    failed = _connection_failure(exc)
+    if failed is not None:
+        return TransientError(f"connection error{where}: {redact(_describe_os_error(failed))}")
+    if isinstance(exc, TimeoutError):
+        return TransientError(f"timed out after {timeout_s:g}s{where}")
+    if connection_errors and isinstance(exc, connection_errors):
+        return TransientError(f"connection error{where}: {redact(str(exc) or type(exc).__name__)}")
     return BackendError(f"{provider}: {type(exc).__name__}: {redact(str(exc))}", provider=provider)
 
 

@@ -1,4 +1,7 @@
-"""The OpenAI-compatible backend through the real ``openai`` SDK against a local fake server."""
+"""The OpenAI-compatible backend against a local fake server, through each of its HTTP clients:
+every test runs twice, once through the real ``openai`` SDK (``client.http_client=sdk``) and once
+through the lean aiohttp client (``lean``), so retries, retry-after, timeouts, classification,
+redaction, usage, cached tokens, streaming and guided_choice are proven the same for both."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import asyncio
 import base64
 import email.utils
 import json
+import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -31,6 +35,19 @@ from tests.support.fake_openai import Behaviour, FakeOpenAI
 PNG = b"\x89PNG\r\n\x1a\nfake-image"
 FAKE_KEY = "fake-key-for-tests-0123456789"  # made up; only ever sent to the local fake server
 
+#: The HTTP clients every test runs through (``client.http_client``).
+TRANSPORTS = ("sdk", "lean")
+#: The HTTP client of the running test (set by the ``transport`` fixture, read by ``client_cfg``).
+_RUNNING: dict[str, str] = {"http_client": "sdk"}
+
+
+@pytest.fixture(autouse=True, params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs each test once per HTTP client: ``client_cfg`` asks for it."""
+    _RUNNING["http_client"] = request.param
+    yield request.param
+    _RUNNING["http_client"] = "sdk"
+
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
@@ -46,21 +63,28 @@ def client_cfg(server: FakeOpenAI, **overrides: Any) -> ClientConfig:
         "delay": 0.01,
         "timeout": 5.0,  # generous: a loaded machine must not time out a prompt answer
         "max_retries": 2,
+        "http_client": _RUNNING["http_client"],
     }
     settings.update(overrides)
     return ClientConfig(**settings)
 
 
+def sent_through(backend: Backend, transport: str) -> Backend:
+    """``backend``, checked to send through ``transport`` (the test's HTTP client)."""
+    assert isinstance(backend, OpenAICompatBackend) and backend.transport == transport
+    return backend
+
+
 @pytest_asyncio.fixture
-async def backend(server: FakeOpenAI) -> AsyncIterator[Backend]:
-    b = create_backend(client_cfg(server))
+async def backend(server: FakeOpenAI, transport: str) -> AsyncIterator[Backend]:
+    b = sent_through(create_backend(client_cfg(server)), transport)
     yield b
     await b.aclose()
 
 
 @pytest_asyncio.fixture
-async def stream_backend(server: FakeOpenAI) -> AsyncIterator[Backend]:
-    b = create_backend(client_cfg(server, stream=True))
+async def stream_backend(server: FakeOpenAI, transport: str) -> AsyncIterator[Backend]:
+    b = sent_through(create_backend(client_cfg(server, stream=True)), transport)
     yield b
     await b.aclose()
 
@@ -196,10 +220,11 @@ async def test_400_fails_fast_with_provider_message(server: FakeOpenAI, stream: 
 
 @pytest.mark.asyncio
 async def test_401_bad_api_key_never_shows_the_key(
-    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, transport: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
-    backend = create_backend(client_cfg(server, client_name="openai", model_id="gpt-4o"))
+    backend = sent_through(
+        create_backend(client_cfg(server, client_name="openai", model_id="gpt-4o")), transport)
     body = {
         "error": {
             "message": f"Incorrect API key provided: {FAKE_KEY}.",
@@ -292,12 +317,14 @@ async def test_empty_choices_is_empty_text_not_a_crash(server: FakeOpenAI, strea
 
 
 @pytest.mark.asyncio
-async def test_choices_become_guided_choice_or_grammar(server: FakeOpenAI) -> None:
+async def test_choices_become_guided_choice_or_grammar(server: FakeOpenAI,
+                                                      transport: str) -> None:
     choices = ["go forward", 'say "hi"']
     for name in ("vllm", "llamacpp", "openai"):
         backend = OpenAICompatBackend(
             client_cfg(server, client_name=name), api_key="EMPTY", base_url=server.base_url
         )
+        assert backend.transport == transport
         await backend.complete(
             [ChatMessage("user", "hi")],
             GenerateParams(choices=choices, extra={"top_p": 0.5, "seed": 3}),
@@ -360,7 +387,8 @@ def test_registry_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert isinstance(server, OpenAICompatBackend)
     assert server.base_url.startswith("http://localhost:8080/v1")
-    assert server._sdk.api_key == "EMPTY"
+    assert server.api_key == "EMPTY"
+    assert (router.transport, server.transport) == ("sdk", "lean")  # http_client=auto
     with pytest.raises(BackendError, match="model_id is required"):
         create_backend(ClientConfig(client_name="vllm", base_url="http://localhost:8000/v1"))
     params = default_params(
@@ -440,8 +468,9 @@ def test_a_reply_that_is_not_a_json_object_is_a_backend_error() -> None:
     """A 200 whose body decodes to a list or a string (not a chat-completions server) is an
     error naming the endpoint, not an empty completion; a dict reply still parses."""
 
-    backend = OpenAICompatBackend(ClientConfig(client_name="vllm", model_id="m"),
-                                  api_key="EMPTY", base_url="http://127.0.0.1:9/v1")
+    backend = OpenAICompatBackend(
+        ClientConfig(client_name="vllm", model_id="m", http_client=_RUNNING["http_client"]),
+        api_key="EMPTY", base_url="http://127.0.0.1:9/v1")
     for body in ([], "hello"):
         with pytest.raises(BackendError, match="not a JSON object"):
             backend._parse(body)
@@ -450,3 +479,148 @@ def test_a_reply_that_is_not_a_json_object_is_a_backend_error() -> None:
                                    "prompt_tokens_details": {"cached_tokens": 5}}})
     assert (ok.text, ok.stop_reason, ok.usage.input_tokens, ok.usage.cached_input_tokens) == (
         "go", "stop", 7, 5)
+
+
+def closed_port_url() -> tuple[socket.socket, str]:
+    """A bound socket that never listens (connections to it are refused) and its base URL."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    return closed, f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_connection_refused_is_retried_and_said_as_such(stream: bool) -> None:
+    closed, url = closed_port_url()
+    with closed:
+        backend = OpenAICompatBackend(
+            ClientConfig(client_name="vllm", model_id="m", base_url=url, delay=0.01,
+                         max_retries=1, stream=stream, http_client=_RUNNING["http_client"]),
+            api_key="EMPTY", base_url=url)
+        with pytest.raises(BackendError) as info:
+            await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+        await backend.aclose()
+    message = str(info.value)
+    assert info.value.retryable and message.startswith(
+        "vllm: retries exhausted after 2 attempts: connection error")
+    assert f"({url}/): connection refused (ConnectionRefusedError" in message
+
+
+class _ErrorEventOpenAI(FakeOpenAI):
+    """Streams one SSE event that carries an error (with the key in its text), then answers."""
+
+    def chunks(self, behaviour: Behaviour, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        if len(self.requests) == 1:
+            yield {"error": {"message": f"model overloaded (key {FAKE_KEY})"}}
+            return
+        yield from super().chunks(behaviour, request)
+
+
+async def test_an_error_event_in_a_stream_is_retried_without_the_key() -> None:
+    with _ErrorEventOpenAI(reply="go forward") as srv:
+        backend = create_backend(client_cfg(srv, stream=True))
+        out = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+        failing = create_backend(client_cfg(srv, stream=True, max_retries=0))
+        srv.clear()
+        with pytest.raises(BackendError) as info:
+            await failing.complete([ChatMessage("user", "hi")], GenerateParams())
+        await backend.aclose()
+        await failing.aclose()
+    assert (out.text, out.attempts) == ("go forward", 2)
+    assert str(info.value) == ("vllm: retries exhausted after 1 attempts: "  # key-shaped: hidden
+                               "API error: model overloaded (key fake-***)")
+
+
+class _ProxyErrorOpenAI(FakeOpenAI):
+    """The first request is answered 502 with an HTML page (a proxy in front of the server)."""
+
+    def respond(self, out: Any, behaviour: Behaviour, record: Any, request: Any) -> None:
+        if len(self.requests) > 1:
+            super().respond(out, behaviour, record, request)
+            return
+        page = b"<html><body>502 Bad Gateway</body></html>"
+        out.send_response(502)
+        out.send_header("content-type", "text/html")
+        out.send_header("content-length", str(len(page)))
+        out.end_headers()
+        out.wfile.write(page)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_error_answer_that_is_not_json_is_classified_by_its_status(
+        stream: bool) -> None:
+    with _ProxyErrorOpenAI(reply="go forward") as srv:
+        backend = create_backend(client_cfg(srv, stream=stream, max_retries=0))
+        with pytest.raises(BackendError) as info:
+            await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+        out = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+        await backend.aclose()
+    assert str(info.value) == "vllm: retries exhausted after 1 attempts: HTTP 502: Error code: 502"
+    assert info.value.status == 502 and out.text == "go forward"
+
+
+async def test_exact_messages_of_a_refused_request_and_a_bad_key(
+        server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The words of a failure are the same whichever client sent the call."""
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    backend = create_backend(client_cfg(server, client_name="openai", model_id="gpt-4o"))
+    server.script(Behaviour(status=400, body={"error": {"message": "bad max_tokens",
+                                                        "type": "invalid_request_error"}}),
+                  Behaviour(status=403, body={"error": "forbidden"}))
+    messages = []
+    for _ in range(2):
+        with pytest.raises(BackendError) as info:
+            await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+        messages.append(str(info.value))
+    await backend.aclose()
+    assert messages == ["openai: HTTP 400: bad max_tokens",
+                        "bad API key for openai (HTTP 403; check OPENAI_API_KEY): "
+                        "Error code: 403"]
+
+
+class _KeyRefusingOpenAI(FakeOpenAI):
+    """Every GET (the probe's list of models) is answered 401, naming the key."""
+
+    def handle_get(self, out: Any) -> None:
+        out.send_json(401, self.error_json(401, f"Incorrect API key provided: {FAKE_KEY}"))
+
+
+async def test_the_probe_lists_models_and_names_an_unusable_endpoint(
+        server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = create_backend(client_cfg(server))
+    assert await backend.probe() is None
+    await backend.aclose()
+    closed, url = closed_port_url()
+    with closed:
+        unreachable = create_backend(client_cfg(server, base_url=url))
+        said = await unreachable.probe()
+        await unreachable.aclose()
+    assert said is not None and said.startswith(
+        f"vllm endpoint {url}/ cannot be used: connection error: connection refused")
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    with _KeyRefusingOpenAI() as refusing:
+        keyed = create_backend(client_cfg(refusing, client_name="openai", model_id="m"))
+        said = await keyed.probe()
+        await keyed.aclose()
+    assert said is not None and said.startswith(
+        f"openai endpoint {refusing.base_url}/ refused the key: bad API key for openai "
+        "(HTTP 401; check OPENAI_API_KEY)")
+    assert FAKE_KEY not in said
+
+
+async def test_create_as_sent_goes_through_the_sdk_with_either_client(
+        server: FakeOpenAI, transport: str) -> None:
+    """BALROG's wire-format path needs the SDK's own request building and response object: a
+    lean backend makes its SDK client for it, and still sends ``complete`` lean."""
+    backend = sent_through(create_backend(client_cfg(server)), transport)
+    assert backend.can_create_as_sent()
+    server.script(Behaviour(reply="turn left", usage=USAGE))
+    response, out = await backend.create_as_sent(
+        {"model": "test-model", "messages": [{"role": "user", "content": "hi"}],
+         "max_tokens": 16})
+    plain = await backend.complete([ChatMessage("user", "hi")], GenerateParams())
+    await backend.aclose()
+    assert response.choices[0].message.content == "turn left" == out.text
+    assert (out.usage.input_tokens, out.usage.cached_input_tokens) == (120, 64)
+    assert plain.text == "go forward"
+    assert "x-stainless-lang" in server.requests[0].headers  # the SDK sent it
+    assert ("x-stainless-lang" in server.requests[1].headers) == (transport == "sdk")

@@ -62,6 +62,7 @@ CLIENT_VALUES: dict[str, Any] = {
     "max_prompt_bytes": 2**40,
     "max_requests_per_minute": 500.0,
     "max_tokens_per_minute": 30000.0,
+    "http_client": "sdk",
 }
 
 _INT_TYPES = {FieldDescriptor.TYPE_INT32: INT32_MAX, FieldDescriptor.TYPE_INT64: INT64_MAX}

@@ -111,7 +111,7 @@ class AgentSettings(_message.Message):
     def __init__(self, type: _Optional[str] = ..., protocol: _Optional[str] = ..., balrog_source: _Optional[str] = ..., remember_cot: _Optional[bool] = ..., max_text_history: _Optional[int] = ..., max_image_history: _Optional[int] = ..., max_cot_history: _Optional[int] = ..., max_icl_history: _Optional[int] = ..., checkpoint: _Optional[str] = ..., sample: _Optional[bool] = ...) -> None: ...
 
 class ClientSettings(_message.Message):
-    __slots__ = ("client_name", "model_id", "base_url", "generate_kwargs", "timeout", "max_retries", "delay", "alternate_roles", "constrain_actions", "stream", "reasoning_effort", "thinking_budget", "local_contexts", "max_concurrency", "max_prompt_bytes", "max_requests_per_minute", "max_tokens_per_minute")
+    __slots__ = ("client_name", "model_id", "base_url", "generate_kwargs", "timeout", "max_retries", "delay", "alternate_roles", "constrain_actions", "stream", "reasoning_effort", "thinking_budget", "local_contexts", "max_concurrency", "max_prompt_bytes", "max_requests_per_minute", "max_tokens_per_minute", "http_client")
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +129,7 @@ class ClientSettings(_message.Message):
     MAX_PROMPT_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    HTTP_CLIENT_FIELD_NUMBER: _ClassVar[int]
     client_name: str
     model_id: str
     base_url: str
@@ -146,7 +147,8 @@ class ClientSettings(_message.Message):
     max_prompt_bytes: int
     max_requests_per_minute: float
     max_tokens_per_minute: float
-    def __init__(self, client_name: _Optional[str] = ..., model_id: _Optional[str] = ..., base_url: _Optional[str] = ..., generate_kwargs: _Optional[_Union[GenerateSettings, _Mapping]] = ..., timeout: _Optional[float] = ..., max_retries: _Optional[int] = ..., delay: _Optional[float] = ..., alternate_roles: _Optional[bool] = ..., constrain_actions: _Optional[bool] = ..., stream: _Optional[bool] = ..., reasoning_effort: _Optional[str] = ..., thinking_budget: _Optional[int] = ..., local_contexts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., max_prompt_bytes: _Optional[int] = ..., max_requests_per_minute: _Optional[float] = ..., max_tokens_per_minute: _Optional[float] = ...) -> None: ...
+    http_client: str
+    def __init__(self, client_name: _Optional[str] = ..., model_id: _Optional[str] = ..., base_url: _Optional[str] = ..., generate_kwargs: _Optional[_Union[GenerateSettings, _Mapping]] = ..., timeout: _Optional[float] = ..., max_retries: _Optional[int] = ..., delay: _Optional[float] = ..., alternate_roles: _Optional[bool] = ..., constrain_actions: _Optional[bool] = ..., stream: _Optional[bool] = ..., reasoning_effort: _Optional[str] = ..., thinking_budget: _Optional[int] = ..., local_contexts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., max_prompt_bytes: _Optional[int] = ..., max_requests_per_minute: _Optional[float] = ..., max_tokens_per_minute: _Optional[float] = ..., http_client: _Optional[str] = ...) -> None: ...
 
 class GenerateSettings(_message.Message):
     __slots__ = ("temperature", "no_temperature", "max_tokens", "extra")
