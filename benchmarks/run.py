@@ -182,6 +182,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=positive_int, default=3,
                         help="alternated rounds of the P1 figures (in-process vs through the "
                         "Env server); their medians are reported, each round's ratio beside")
+    parser.add_argument("--record", action="store_true",
+                        help="write benchmarks/results/goals.json and side_by_side.json (the "
+                        "docs' generated tables) from this sitting")
     args = parser.parse_args()
     balrog = balrog_from(args, parser)
     suites = set(args.suites.split(","))
@@ -236,7 +239,15 @@ def main() -> None:
     print(json.dumps(results, indent=2))
     from benchmarks.goals import evaluate, print_table
 
-    print_table(evaluate(results, args.balrog_best_wall_s))
+    goals = evaluate(results, args.balrog_best_wall_s)
+    print_table(goals)
+    print(f"load average: {results['load_average_before']} before, "
+          f"{results['load_average_after']} after")
+    if args.record:
+        from benchmarks.record import write
+
+        for path in write(results, goals, "python -m benchmarks.run " + " ".join(sys.argv[1:])):
+            print(f"wrote {path}")
 
 
 def _babyai_round(steps: int) -> dict[str, float]:
