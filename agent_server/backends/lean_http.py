@@ -36,9 +36,10 @@ used as the SDK's httpx client uses it, read once when the sender is made.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.request
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -107,16 +108,22 @@ class LeanSender:
         if session is not None and not session.closed:
             await session.close()
 
+    @contextlib.asynccontextmanager
+    async def _reply(self, body: dict[str, Any]) -> AsyncIterator[aiohttp.ClientResponse]:
+        """The reply to ``POST /chat/completions`` of ``body``, once its status is 2xx (else
+        the classified failure of ``_status_failure`` is raised); closed on leaving."""
+        async with self._client().post(
+                self._completions, data=json.dumps(body).encode(), proxy=self._proxy,
+                headers={"Content-Type": "application/json"}) as reply:
+            if not 200 <= reply.status < 300:
+                raise await self._status_failure(reply)
+            yield reply
+
     async def post(self, body: dict[str, Any]) -> Any:
         """``POST /chat/completions`` of ``body``: the decoded JSON reply (text when the reply
         is not JSON)."""
-        payload = json.dumps(body).encode()
         try:
-            async with self._client().post(
-                    self._completions, data=payload, proxy=self._proxy,
-                    headers={"Content-Type": "application/json"}) as reply:
-                if not 200 <= reply.status < 300:
-                    raise await self._status_failure(reply)
+            async with self._reply(body) as reply:
                 raw = await reply.read()
                 if not reply.content_type.endswith("json"):
                     return raw.decode(reply.charset or "utf-8", errors="replace")
@@ -127,13 +134,8 @@ class LeanSender:
     async def stream(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
         """``POST /chat/completions`` of a streaming ``body``: each SSE event's decoded JSON
         (a chunk), up to ``data: [DONE]``. Closing the generator closes the reply."""
-        payload = json.dumps(body).encode()
         try:
-            async with self._client().post(
-                    self._completions, data=payload, proxy=self._proxy,
-                    headers={"Content-Type": "application/json"}) as reply:
-                if not 200 <= reply.status < 300:
-                    raise await self._status_failure(reply)
+            async with self._reply(body) as reply:
                 async for data in _sse_data(reply.content):
                     chunk = json.loads(data)
                     if isinstance(chunk, dict) and chunk.get("error"):
