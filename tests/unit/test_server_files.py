@@ -62,7 +62,7 @@ def test_a_path_gets_the_same_answer_whether_or_not_it_exists(
         answers.append(str(refused.value).partition(" is not ")[2])  # past the quoted path
     assert answers[0] == answers[1]
     assert "never a path" in answers[0] and "--balrog-sources" in answers[0]
-    with pytest.raises(ServerFileError, match="offers none .it runs without --prices-dir"):
+    with pytest.raises(ServerFileError, match=r"offers none \(it runs without --prices-dir"):
         files.resolve("prices", "lab.yaml", "eval.prices")
 
 
