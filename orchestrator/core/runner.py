@@ -60,7 +60,7 @@ from orchestrator.core.events import EventSink, EventStream
 from orchestrator.core.gate import RunGate, RunRateLimits
 from orchestrator.core.replicas import NoReplicaError, ReplicaSet, env_load, policy_load
 from orchestrator.core.sinks import EpisodeFilesSink, ProgressSink, TelemetrySink
-from orchestrator.core.stack import LOCAL_ENV_RESTARTS, LocalStack
+from orchestrator.core.stack import LocalStack, local_env_restarts
 from orchestrator.plan.seeds import derive_seed
 from orchestrator.plan.spec import RunSpec, SpecError, local_server_counts
 from orchestrator.report.accounting import PriceError, PriceTable, prices_for
@@ -160,7 +160,7 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
                               env_capacity=max(64, spec.eval.num_workers * 2),
                               env_vars=env_vars, env_servers=env_servers,
                               policy_servers=policy_servers,
-                              env_restarts=LOCAL_ENV_RESTARTS) as stack:
+                              env_restarts=local_env_restarts(spec.envs.env_list)) as stack:
             targets = ({env: stack.env_targets for env in spec.envs.env_list},
                        stack.policy_targets)
             return await _run_with(spec, out, run_id, todo, skipped, targets,

@@ -50,6 +50,14 @@ INLINE_WHEN_RESTARTING: frozenset[str] = frozenset({"nle", "minihack"})
 LOCAL_ENV_RESTARTS: int = 3
 
 
+def local_env_restarts(env_families: Sequence[str]) -> int:
+    """How many times ``moria eval``'s local stack for ``env_families`` restarts a crashed env
+    server: ``LOCAL_ENV_RESTARTS`` when it hosts a family it then runs inline
+    (``INLINE_WHEN_RESTARTING``), else 0: a server of the other families has no native game
+    code to crash it, so its death stops the run at once, as before."""
+    return LOCAL_ENV_RESTARTS if INLINE_WHEN_RESTARTING & set(env_families) else 0
+
+
 class StackError(RuntimeError):
     """A child server failed to start; the message includes the tail of its log."""
 

@@ -20,9 +20,11 @@ from orchestrator.core import runner
 from orchestrator.core.events import RunEvent
 from orchestrator.core.stack import (
     INLINE_WHEN_RESTARTING,
+    LOCAL_ENV_RESTARTS,
     PROCESS_FAMILIES,
     LocalStack,
     StackError,
+    local_env_restarts,
 )
 from orchestrator.plan.spec import EndpointsConfig, load_spec
 
@@ -174,3 +176,11 @@ async def test_episodes_of_a_crashed_env_server_are_replayed_not_counted(
     assert len(records) == planned
     assert all(r["end_reason"] in ("terminated", "truncated") for r in records)
     assert sum(r["attempts"] > 1 for r in records) == len({(r["task"]) for r in retried})
+
+
+def test_only_a_stack_hosting_nethack_families_restarts_its_env_server() -> None:
+    # those games run inline, so a crash of their C code is survived by a restart; any other
+    # local server that exits stops the run at once (tests/e2e/test_cli.py)
+    assert local_env_restarts(["babyai", "crafter", "textworld"]) == 0
+    assert local_env_restarts(["babyai", "minihack"]) == LOCAL_ENV_RESTARTS > 0
+    assert local_env_restarts(["nle"]) == LOCAL_ENV_RESTARTS
