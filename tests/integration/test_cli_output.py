@@ -29,7 +29,7 @@ from moria.clients import EnvClient
 from moria.families import families
 from orchestrator.apps.cli import full_protocol_hint
 from orchestrator.plan.spec import DEFAULT_NUM_EPISODES
-from tests.support.servers import env_server
+from tests.support.processes import server_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 MORIA = str(Path(sys.executable).parent / "moria")
@@ -86,13 +86,17 @@ def in_pipe(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def every_task() -> list[tuple[str, str]]:
-    """(env, task) of every task the env server lists, asked of a real server."""
-    async def listed() -> list[tuple[str, str]]:
-        async with env_server(tuple(sorted(DEFAULT_NUM_EPISODES))) as srv:
-            tasks = await EnvClient(srv.target).list_tasks()
+    """(env, task) of every task the env server lists, asked of a real server in a process of
+    its own, as ``moria tasks`` asks one: a server inside this test process would list what
+    the packages that other tests imported here registered besides (gymnasium's registry is
+    per process), so its list depended on which tests ran before."""
+    async def listed(target: str) -> list[tuple[str, str]]:
+        tasks = await EnvClient(target).list_tasks()
         return [(t.family, t.task) for t in tasks]
 
-    return asyncio.run(listed())
+    with server_processes(("env_server", ("--families", ",".join(sorted(DEFAULT_NUM_EPISODES)))),
+                          ) as (server,):
+        return asyncio.run(listed(server.target))
 
 
 def _rows(text: str) -> set[tuple[str, str]]:
