@@ -22,7 +22,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 #: Where a backend sends its calls: always a hosted API, a server only when ``client.base_url``
 #: is set (else it runs the model itself), or never (in this process).
@@ -31,8 +31,10 @@ Endpoint = Literal["remote", "remote_with_base_url", "in_process"]
 #: The HTTP client of a backend that speaks OpenAI's wire format: the official ``openai`` SDK,
 #: or Moria's lean aiohttp client (``agent_server/backends/lean_http.py``).
 HttpClient = Literal["sdk", "lean"]
-#: The values of ``client.http_client``: ``auto`` takes the record's choice.
-HTTP_CLIENT_CHOICES: tuple[str, ...] = ("auto", "sdk", "lean")
+#: The type of ``client.http_client``: ``auto`` takes the record's choice.
+HttpClientChoice = Literal["auto", "sdk", "lean"]
+#: Its values.
+HTTP_CLIENT_CHOICES: tuple[str, ...] = get_args(HttpClientChoice)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,6 @@ BY_NAME: dict[str, BackendRecord] = {record.name: record for record in BACKENDS}
 BACKEND_NAMES: tuple[str, ...] = tuple(BY_NAME)
 #: Other spellings -> the name (BALROG writes ``claude``, MOSAIC writes ``google``).
 ALIASES: dict[str, str] = {alias: r.name for r in BACKENDS for alias in r.aliases}
-
 
 
 def http_client_for(client_name: str, choice: str, base_url: str | None) -> HttpClient:

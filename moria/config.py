@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from moria.backends import ALIASES, BACKEND_NAMES, BACKENDS, http_client_for
+from moria.backends import ALIASES, BACKEND_NAMES, BACKENDS, HttpClientChoice, http_client_for
 from moria.strategies import strategy_facts
 
 if TYPE_CHECKING:  # the names are data (registries): statically, a str
@@ -158,7 +158,7 @@ class ClientConfig(_Strict):
         "providers count them (the prompt's estimate, a quarter of its text bytes, plus "
         "max_tokens), shared as max_requests_per_minute. None: no limit.",
     )
-    http_client: Literal["auto", "sdk", "lean"] = Field(
+    http_client: HttpClientChoice = Field(
         default="auto",
         description="The HTTP client of OpenAI-compatible calls: 'sdk' the official openai "
         "SDK; 'lean' Moria's aiohttp client (less CPU per call; the same retries, timeouts, "

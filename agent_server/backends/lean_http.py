@@ -29,8 +29,8 @@ What it keeps of the SDK's path, so that a failure reads the same whichever clie
 
 One ``aiohttp.ClientSession`` per backend, made on the first call (in the event loop that
 makes it) and closed by ``aclose``; connections are kept alive and reused. A proxy named by the
-environment (``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``, not for hosts in ``NO_PROXY``) is
-used as the SDK's httpx client uses it, read once when the sender is made.
+environment (``HTTP_PROXY``/``HTTPS_PROXY``, not for hosts in ``NO_PROXY``) is used, as aiohttp
+reads it (``trust_env``).
 """
 
 from __future__ import annotations
@@ -38,10 +38,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -77,7 +75,6 @@ class LeanSender:
         self._provider = provider
         self._redact = redact
         self._key_env = key_env
-        self._proxy = env_proxy(self.base_url)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -98,6 +95,7 @@ class LeanSender:
                                               sock_read=self._timeout_s),
                 headers={"Authorization": f"Bearer {self._api_key}",
                          "Accept": "application/json", "User-Agent": "moria-lean-http"},
+                trust_env=True,
             )
             self._session, self._loop = session, loop
         return session
@@ -113,7 +111,7 @@ class LeanSender:
         """The reply to ``POST /chat/completions`` of ``body``, once its status is 2xx (else
         the classified failure of ``_status_failure`` is raised); closed on leaving."""
         async with self._client().post(
-                self._completions, data=json.dumps(body).encode(), proxy=self._proxy,
+                self._completions, data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"}) as reply:
             if not 200 <= reply.status < 300:
                 raise await self._status_failure(reply)
@@ -147,7 +145,7 @@ class LeanSender:
     async def models(self) -> Any:
         """``GET /models`` (the preflight probe: costs no tokens): the decoded reply."""
         try:
-            async with self._client().get(self._models, proxy=self._proxy) as reply:
+            async with self._client().get(self._models) as reply:
                 if not 200 <= reply.status < 300:
                     raise await self._status_failure(reply)
                 return await reply.read()
@@ -191,17 +189,6 @@ class LeanSender:
         if not isinstance(message, str) or not message:
             message = STREAM_ERROR
         return TransientError(f"API error: {self._redact(message)}")
-
-
-def env_proxy(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (``<scheme>_proxy``, else ``all_proxy``;
-    None for a host ``no_proxy`` exempts, or when none is set)."""
-    parts = urlsplit(url)
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
-        return None
-    return proxy
 
 
 async def _sse_data(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:
