@@ -22,6 +22,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -136,6 +137,20 @@ def plain_lines(rows: list[Row]) -> list[str]:
             for row in [tuple(COLUMNS), *shown]]
 
 
+def write_all(stream: Any, text: str) -> None:
+    """Write ``text`` to ``stream``'s file descriptor whole, however many writes it takes: after
+    the local stack's run, a single write of the listing to a pipe whose reader was slower
+    came back short (one pipe-full, 64 KiB) and ``print`` dropped the rest without an error,
+    so ``moria tasks`` in a pipe lost its last few hundred lines now and then. Raises
+    BrokenPipeError when the reader has gone."""
+    stream.flush()
+    fd = stream.fileno()
+    os.set_blocking(fd, True)
+    view = memoryview(text.encode(stream.encoding or "utf-8", errors="replace"))
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def list_tasks(env: str = "", endpoint: str = "") -> int:
     """Print the task table; returns the process exit code."""
     if env and env not in DEFAULT_NUM_EPISODES and not endpoint:
@@ -148,7 +163,7 @@ def list_tasks(env: str = "", endpoint: str = "") -> int:
         if note:  # what the UNAVAILABLE marks mean, beside the lines (not among them)
             stderr_console().print(note, highlight=False, markup=False)
         try:
-            print("\n".join(plain_lines(rows)), flush=True)
+            write_all(sys.stdout, "\n".join(plain_lines(rows)) + "\n")
         except BrokenPipeError:  # ``moria tasks | head``: the reader had enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

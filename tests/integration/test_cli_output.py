@@ -109,6 +109,23 @@ def _rows(text: str) -> set[tuple[str, str]]:
     return rows
 
 
+def test_tasks_reach_a_slow_reader_whole(tmp_path: Path,
+                                        every_task: list[tuple[str, str]]) -> None:
+    # the listing is larger than a pipe holds; a reader that waits before reading once got
+    # one pipe-full (64 KiB) and nothing more, with exit code 0
+    process = subprocess.Popen([MORIA, "tasks"], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env=_environment())
+    try:
+        assert process.stdout is not None
+        time.sleep(3)  # a slow reader: the writer meets a full pipe (whole output either way)
+        out = process.stdout.read().decode()
+    finally:
+        process.wait(timeout=TIMEOUT_S)
+    assert process.returncode == 0
+    assert len(out.encode()) > 65536
+    assert len(out.splitlines()) == len(every_task) + 1
+
+
 def test_tasks_in_a_pipe_are_plain_lines_one_per_task(
         tmp_path: Path, every_task: list[tuple[str, str]]) -> None:
     run = in_pipe("tasks", cwd=tmp_path)
