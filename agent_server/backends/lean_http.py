@@ -29,8 +29,11 @@ What it keeps of the SDK's path, so that a failure reads the same whichever clie
 
 One ``aiohttp.ClientSession`` per backend, made on the first call (in the event loop that
 makes it) and closed by ``aclose``; connections are kept alive and reused. A proxy named by the
-environment (``HTTP_PROXY``/``HTTPS_PROXY``, not for hosts in ``NO_PROXY``) is used, as aiohttp
-reads it (``trust_env``).
+environment (``HTTP_PROXY``/``HTTPS_PROXY``, not for hosts in ``NO_PROXY``) is used, found by
+aiohttp's own lookup (``aiohttp.helpers.get_env_proxy_for_url``, what ``trust_env`` runs) once,
+when the session is made: ``trust_env`` itself repeats that lookup, and a ``.netrc`` read, in a
+worker thread on every request, a sixth of the Policy server's CPU per step against a
+self-hosted server (``benchmarks.workload_a`` under py-spy).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
+from yarl import URL
 
 from agent_server.backends.retry import (
     TransientError,
@@ -89,13 +94,14 @@ class LeanSender:
         loop = asyncio.get_running_loop()
         session = self._session
         if session is None or session.closed or self._loop is not loop:
+            proxy, proxy_auth = env_proxy(self._completions)
             session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
                 timeout=aiohttp.ClientTimeout(total=None, connect=self._timeout_s,
                                               sock_read=self._timeout_s),
                 headers={"Authorization": f"Bearer {self._api_key}",
                          "Accept": "application/json", "User-Agent": "moria-lean-http"},
-                trust_env=True,
+                proxy=proxy, proxy_auth=proxy_auth,
             )
             self._session, self._loop = session, loop
         return session
@@ -189,6 +195,17 @@ class LeanSender:
         if not isinstance(message, str) or not message:
             message = STREAM_ERROR
         return TransientError(f"API error: {self._redact(message)}")
+
+
+def env_proxy(url: str) -> tuple[URL | None, BasicAuth | None]:
+    """The proxy the environment names for ``url`` and its credentials, as aiohttp's
+    ``trust_env`` finds them (``HTTP_PROXY``/``HTTPS_PROXY`` by scheme, none for a host in
+    ``NO_PROXY``, credentials from the proxy URL or ``.netrc``); ``(None, None)`` when there is
+    none."""
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
 
 
 async def _sse_data(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:

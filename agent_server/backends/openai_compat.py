@@ -6,13 +6,13 @@ choice constraints guided_choice/grammar, the reasoning options), the retry poli
 parsing of replies and stream chunks (``_parse``, ``_streamed``) are this class's, whichever
 sender carries them:
 
-- ``SDKSender`` (``sdk``; ``auto`` for the hosted ``openai`` and ``openrouter``): the official
-  ``openai`` SDK (``AsyncOpenAI``) with the SDK's own retries off, so the shared tenacity policy
-  (``retry.py``) governs, and the SDK's aiohttp transport (``DefaultAioHttpClient``, the
-  ``openai[aiohttp]`` extra), which the SDK recommends for concurrency: with 50 episodes in
-  flight it cut the Policy server's CPU from 24.5 to 16.9 s in one pair of workload-A runs
-  against the default transport, whose connection pool checks every idle connection on each
-  request.
+- ``openai_sdk.SDKSender`` (``sdk``; ``auto`` for the hosted ``openai`` and ``openrouter``):
+  the official ``openai`` SDK (``AsyncOpenAI``) with the SDK's own retries off, so the shared
+  tenacity policy (``retry.py``) governs, and the SDK's aiohttp transport
+  (``DefaultAioHttpClient``, the ``openai[aiohttp]`` extra), which the SDK recommends for
+  concurrency: with 50 episodes in flight it cut the Policy server's CPU from 24.5 to 16.9 s in
+  one pair of workload-A runs against the default transport, whose connection pool checks every
+  idle connection on each request.
 - ``lean_http.LeanSender`` (``lean``; ``auto`` for ``vllm`` and ``llamacpp`` servers): one
   aiohttp session, no SDK in the request path (less CPU per call:
   ``benchmarks/results/model_client_transports.json``), with the same
@@ -40,10 +40,7 @@ import base64
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable
-from typing import Any, Protocol
-
-import openai
-from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_server.backends.base import (
     STOP_BLOCKED,
@@ -63,14 +60,14 @@ from agent_server.backends.base import (
 from agent_server.backends.lean_http import LeanSender
 from agent_server.backends.retry import (
     Redactor,
-    classify_sdk_error,
-    classify_status,
     complete_with_retries,
-    error_message,
     run_probe,
 )
 from moria.backends import HttpClient, http_client_for
 from moria.config import ClientConfig
+
+if TYPE_CHECKING:
+    from agent_server.backends.openai_sdk import SDKSender
 
 log = logging.getLogger(__name__)
 
@@ -219,71 +216,6 @@ class Sender(Protocol):
         """Release the connections."""
 
 
-class SDKSender:
-    """Sends through the official SDK's own HTTP client (auth, error types); see ``post``."""
-
-    kind = "sdk"
-
-    def __init__(self, *, api_key: str, base_url: str | None, timeout: float, provider: str,
-                 redact: Callable[[str], str], key_env: str | None = None) -> None:
-        """``base_url``: None means the SDK's default (OpenAI's API)."""
-        self.sdk = AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout,
-            http_client=DefaultAioHttpClient(),
-        )
-        self.base_url = str(self.sdk.base_url)
-        self._timeout_s = timeout
-        self._provider = provider
-        self._redact = redact
-        self._key_env = key_env
-
-    @property
-    def api_key(self) -> str:
-        """The key sent as the bearer token."""
-        return self.sdk.api_key
-
-    async def post(self, body: dict[str, Any]) -> Any:
-        """POST /chat/completions with the body as built (``chat.completions.create`` would
-        first run the SDK's TypedDict transform over every message, which measured at about
-        17 ms per call here and made the agent server CPU-bound under concurrent episodes; the
-        body is already in wire format, so it is sent as is). The reply comes back as decoded
-        JSON (``cast_to=object``): building the SDK's response models took a quarter of the
-        SDK's time per call and the parser reads four fields."""
-        return await self.sdk.post("/chat/completions", body=body, cast_to=object)
-
-    async def stream(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
-        """The streaming POST: the chunks as decoded JSON (``AsyncStream[object]``), as the
-        lean client yields them; the SDK's stream is closed when this generator is."""
-        chunks = await self.sdk.post("/chat/completions", body=body, cast_to=object,
-                                     stream=True, stream_cls=AsyncStream[object])
-        try:
-            async for chunk in chunks:
-                yield chunk
-        finally:
-            await chunks.close()
-
-    async def models(self) -> Any:
-        """``GET /models``."""
-        return await self.sdk.models.list()
-
-    def classify(self, exc: Exception) -> Exception:
-        """Map an SDK/transport exception to ``TransientError`` or ``BackendError``."""
-        if isinstance(exc, openai.APIStatusError):
-            detail = self._redact(error_message(exc.body, exc.message))
-            return classify_status(
-                self._provider, exc.status_code, detail,
-                headers=exc.response.headers, key_env=self._key_env,
-            )
-        return classify_sdk_error(
-            exc, openai, self._provider, redact=self._redact, timeout_s=self._timeout_s,
-            endpoint=self.base_url,
-        )
-
-    async def aclose(self) -> None:
-        """Close the SDK's HTTP connection pool."""
-        await self.sdk.close()
-
-
 class OpenAICompatBackend(Backend):
     """One OpenAI-compatible endpoint, reached through one sender (``transport``: ``sdk`` or
     ``lean``, from ``client.http_client``); safe to share."""
@@ -329,6 +261,10 @@ class OpenAICompatBackend(Backend):
             self._sender = self._sdk_sender = self._make_sdk_sender()
 
     def _make_sdk_sender(self) -> SDKSender:
+        """The SDK's sender; ``openai_sdk`` (which imports the SDK, about half a second of
+        CPU) is imported here, so a backend that sends lean never loads the SDK."""
+        from agent_server.backends.openai_sdk import SDKSender
+
         return SDKSender(api_key=self._api_key, base_url=self._base_url,
                          timeout=self._client_cfg.timeout, provider=self.name,
                          redact=self._redact, key_env=self._key_env)

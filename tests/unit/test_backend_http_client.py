@@ -4,14 +4,17 @@ lean for self-hosted servers, the official SDK for hosted APIs) and where ``lean
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from pydantic import ValidationError
 
 from agent_server.backends import create_backend
+from agent_server.backends.base import ChatMessage, GenerateParams
 from agent_server.backends.openai_compat import OpenAICompatBackend
 from moria.backends import HTTP_CLIENT_CHOICES, http_client_for
 from moria.config import ClientConfig
+from tests.support.fake_openai import FakeOpenAI
 
 URL = "http://127.0.0.1:8000/v1"
 KEY = "fake-key-for-tests-0123456789"  # made up; nothing is sent
@@ -83,3 +86,51 @@ def test_http_client_for_reads_the_records() -> None:
     assert http_client_for("llamacpp", "lean", None) == "lean"
     assert http_client_for("anthropic", "auto", None) == "sdk"  # not applicable: its own SDK
     assert http_client_for("openai", "lean", URL) == "lean"
+
+
+class _ForwardProxy(FakeOpenAI):
+    """The fake server reached as an HTTP proxy: each request line names the absolute URL,
+    kept in ``targets``; the request is then answered as the server's own."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.targets: list[str] = []
+
+    def record(self, path: str, headers: dict[str, str], request: Any) -> Any:
+        self.targets.append(path)
+        return super().record(urlsplit(path).path, headers, request)
+
+
+def _proxy_env(monkeypatch: pytest.MonkeyPatch, proxy: str, no_proxy: str = "") -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    if no_proxy:
+        monkeypatch.setenv("NO_PROXY", no_proxy)
+
+
+async def _ask(base_url: str) -> str:
+    backend = create_backend(ClientConfig(client_name="vllm", model_id="m", base_url=base_url,
+                                          timeout=10.0, max_retries=0))
+    try:
+        assert isinstance(backend, OpenAICompatBackend) and backend.transport == "lean"
+        return (await backend.complete([ChatMessage("user", "hi")], GenerateParams())).text
+    finally:
+        await backend.aclose()
+
+
+async def test_lean_sends_through_the_proxy_the_environment_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the model's host does not resolve: only a request sent to the proxy is answered
+    with _ForwardProxy("through the proxy") as proxy:
+        _proxy_env(monkeypatch, proxy.base_url)
+        assert await _ask("http://model.invalid:9/v1") == "through the proxy"
+        assert proxy.targets == ["http://model.invalid:9/v1/chat/completions"]
+
+
+async def test_lean_goes_direct_to_a_host_in_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _ForwardProxy("through the proxy") as proxy, FakeOpenAI("direct") as direct:
+        _proxy_env(monkeypatch, proxy.base_url, no_proxy="127.0.0.1")
+        assert await _ask(direct.base_url) == "direct"
+        assert proxy.targets == [] and len(direct.requests) == 1
