@@ -58,16 +58,16 @@ def _results(out: Path) -> dict[tuple[str, int], dict]:
         "actions": [s["action"] for s in e["steps"]]} for e in episodes}
 
 
-def _check_kill(out: Path, at: int, stage: str, run: subprocess.CompletedProcess[str]) -> None:
+def _check_kill(out: Path, at: int, stage: str, run: subprocess.CompletedProcess[str],
+                caught_file: Path) -> None:
     """The process died by its own SIGKILL at (``at``, ``stage``), leaving the episode it
-    caught in the state that stage means."""
+    caught (``caught_file``, the kill switch's record; its stderr line is for people: the
+    progress display can run into it) in the state that stage means."""
     assert run.returncode == -signal.SIGKILL, (
         f"no kill at #{at} {stage} (exit {run.returncode}):\n{run.stderr[-2000:]}")
-    # "KILLING <stage> <env> <index> <task>": the progress bar may go on on the same line
-    killing = [line.split()[:5] for line in run.stderr.splitlines()
-               if line.startswith("KILLING ")]
-    assert len(killing) == 1 and killing[0][1] == stage, run.stderr[-2000:]
-    _, _, env, index, task = killing[0]
+    caught = json.loads(caught_file.read_text())
+    assert caught["stage"] == stage, caught
+    env, task, index = caught["env"], caught["task"], caught["episode_index"]
     json_path, csv_path = episode_paths(out, env, task, int(index))
     temps = list(json_path.parent.glob(".*.tmp"))
     if stage == "csv_tmp":
@@ -90,10 +90,12 @@ def test_sigkilled_orchestrator_resumes_to_the_clean_result(tmp_path: Path) -> N
         assert done.returncode == 0, done.stderr[-2000:]
 
         for at, stage in KILLS:
+            caught = tmp_path / f"caught-{at}.json"
             killed = _run([sys.executable, "-m", "tests.support.kill_switch", "--out",
-                           str(resumed), "--at", str(at), "--stage", stage, "--",
+                           str(resumed), "--at", str(at), "--stage", stage,
+                           "--record", str(caught), "--",
                            *_overrides(resumed, env.target, policy.target)])
-            _check_kill(resumed, at, stage, killed)
+            _check_kill(resumed, at, stage, killed, caught)
 
         final = _run([*MORIA, *_overrides(resumed, env.target, policy.target)])
         assert final.returncode == 0, final.stderr[-2000:]

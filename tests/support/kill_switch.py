@@ -1,7 +1,8 @@
 """``moria`` with a kill switch: the process SIGKILLs itself at an exact point of writing an
 episode, so a test can crash the orchestrator where it wants instead of where a timer lands.
 
-    python -m tests.support.kill_switch --out DIR --at N --stage STAGE -- eval <overrides...>
+    python -m tests.support.kill_switch --out DIR --at N --stage STAGE --record FILE \
+        -- eval <overrides...>
 
 runs ``orchestrator.apps.cli.main(["eval", ...])`` in this process, and kills it (SIGKILL, no
 clean-up of any kind) during the write of the ``N``-th episode result of ``DIR``: the episodes
@@ -13,8 +14,12 @@ order the calls begin. ``STAGE`` says where:
 - ``files``: the JSON and CSV are in place, the ``<run>_episodes.jsonl`` line not yet written;
 - ``reported``: right after that line is appended.
 
-Just before the kill it prints ``KILLING <stage> <env> <episode_index> <task>`` on stderr, so
-the test knows which episode it caught. The hooks wrap ``orchestrator.store.episodes.write_episode``
+Just before the kill it writes which episode it caught, ``{"stage", "env", "episode_index",
+"task"}`` as JSON, to ``--record FILE`` (written whole and fsynced: the test reads it there),
+and says ``KILLING <stage> <env> <episode_index> <task>`` on stderr for a person reading the
+log. Stderr is not for parsing: the progress display writes there from another thread, and
+once ran into that line (``...v0/openprogress: episode ...``), naming an episode that does not
+exist. The hooks wrap ``orchestrator.store.episodes.write_episode``
 (the episode-file sink's reference to it included), ``os.replace`` (the rename at the end of
 ``atomic_write_text``) and ``TelemetryWriter.write_episode``; production code is unchanged. A
 process that finishes without reaching the kill point exits normally (the test sees exit code
@@ -24,6 +29,7 @@ process that finishes without reaching the kill point exits normally (the test s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -34,14 +40,27 @@ from typing import Any
 STAGES = ("csv_tmp", "json_tmp", "files", "reported")
 
 
+#: Where ``_die`` writes the caught episode (``--record``); set by ``install``.
+_RECORD: list[Path] = []
+
+
 def _die(stage: str, record: Any) -> None:
-    print(f"KILLING {stage} {record.env} {record.episode_index} {record.task}",
-          file=sys.stderr, flush=True)
+    caught = {"stage": stage, "env": record.env, "episode_index": record.episode_index,
+              "task": record.task}
+    fd = os.open(_RECORD[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, json.dumps(caught).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    said = f"\nKILLING {stage} {record.env} {record.episode_index} {record.task}\n"
+    os.write(sys.stderr.fileno(), said.encode())
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def install(out_dir: Path, at: int, stage: str) -> None:
-    """Arm the switch (see the module docstring) for the ``at``-th episode of ``out_dir``.
+def install(out_dir: Path, at: int, stage: str, record: Path) -> None:
+    """Arm the switch (see the module docstring) for the ``at``-th episode of ``out_dir``;
+    the caught episode is written to ``record`` before the kill.
 
     Must run before ``orchestrator.core.sinks`` is imported by anyone else, or after: the sink's
     own reference to ``write_episode`` is replaced too. Raises ValueError for a bad stage or an
@@ -52,6 +71,7 @@ def install(out_dir: Path, at: int, stage: str) -> None:
 
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    _RECORD[:] = [record]
     written = len(list(out_dir.rglob("*_run_*.json")))  # complete episodes (atomic writes)
     if at <= written:
         raise ValueError(f"{written} episodes are written already; cannot kill at #{at}")
@@ -104,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the run's output directory")
     parser.add_argument("--at", type=int, required=True, help="kill during this episode write")
     parser.add_argument("--stage", choices=STAGES, required=True)
+    parser.add_argument("--record", type=Path, required=True,
+                        help="write the caught episode here (JSON) before the kill")
     parser.add_argument("moria", nargs=argparse.REMAINDER, help="-- then moria's arguments")
     args = parser.parse_args(argv)
     moria_args = args.moria[1:] if args.moria[:1] == ["--"] else args.moria
-    install(args.out, args.at, args.stage)
+    install(args.out, args.at, args.stage, args.record)
     from orchestrator.apps.cli import main as moria_main
 
     return moria_main(moria_args)
