@@ -148,8 +148,8 @@ class ClientConfig(_Strict):
         default=None,
         gt=0,
         description="Model calls per minute to this endpoint, shared by every episode on one "
-        "agent server (a run over N agent servers gives each 1/N); a 429 pauses every call to "
-        "the endpoint for its retry-after. None: no limit.",
+        "agent server, and held for the run as a whole by the orchestrator across its agent "
+        "servers; a 429 pauses every call to the endpoint for its retry-after. None: no limit.",
     )
     max_tokens_per_minute: float | None = Field(
         default=None,
