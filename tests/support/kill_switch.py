@@ -17,13 +17,15 @@ order the calls begin. ``STAGE`` says where:
 Just before the kill it writes which episode it caught, ``{"stage", "env", "episode_index",
 "task"}`` as JSON, to ``--record FILE`` (written whole and fsynced: the test reads it there),
 and says ``KILLING <stage> <env> <episode_index> <task>`` on stderr for a person reading the
-log. Stderr is not for parsing: the progress display writes there from another thread, and
-once ran into that line (``...v0/openprogress: episode ...``), naming an episode that does not
-exist. The hooks wrap ``orchestrator.store.episodes.write_episode``
-(the episode-file sink's reference to it included), ``os.replace`` (the rename at the end of
-``atomic_write_text``) and ``TelemetryWriter.write_episode``; production code is unchanged. A
-process that finishes without reaching the kill point exits normally (the test sees exit code
-0, not -SIGKILL, and fails).
+log (in one write, between newlines). Stderr is not for parsing: the progress display writes
+there from another thread, and once landed between a ``print``'s text and its newline
+(``...v0/openprogress: episode ...``), naming an episode that does not exist.
+
+The hooks wrap ``orchestrator.store.episodes.write_episode`` (the episode-file sink's reference
+to it included), ``os.replace`` (the rename at the end of ``atomic_write_text``) and
+``TelemetryWriter.write_episode``; production code is unchanged. A process that finishes
+without reaching the kill point exits normally (the test sees exit code 0, not -SIGKILL, and
+fails).
 """
 
 from __future__ import annotations
