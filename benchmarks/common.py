@@ -3,6 +3,7 @@ them from here, so no suite reaches into another's module)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -79,6 +80,25 @@ def run_timed(command: list[str]) -> float:
     if proc.returncode != 0:
         raise RuntimeError(f"moria eval exited {proc.returncode}: {proc.stderr[-2000:]}")
     return wall
+
+
+#: The result files (``benchmarks/tables.py`` renders them into the docs).
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def load_span(before: float) -> str:
+    """The ``load`` of a result file measured from a 1-minute load average of ``before``
+    until now: ``"<before> before, <now> after"``."""
+    import os
+
+    return f"{before:.2f} before, {os.getloadavg()[0]:.2f} after"
+
+
+def write_result(data: dict[str, Any], folder: Path = RESULTS) -> Path:
+    """Write ``data`` (a ``result_file`` object) to ``<folder>/<name>.json``; its path."""
+    path = folder / f"{data['name']}.json"
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    return path
 
 
 def result_file(name: str, title: str, command: str, load: str, columns: list[str],

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RESULT = REPO / "benchmarks" / "results" / "deploy_check.json"
 
 
 def timed_check(clone: Path) -> tuple[int, float]:
@@ -47,13 +46,12 @@ def main(argv: list[str] | None = None) -> int:
             ["again, the tools venv in place", f"{second[1]:.0f} s"]]
     print(json.dumps({"first_s": round(first[1], 1), "again_s": round(second[1], 1)}))
     if args.record and not (first[0] or second[0]):
-        from benchmarks.common import result_file
+        from benchmarks.common import load_span, result_file, write_result
 
-        RESULT.write_text(json.dumps(result_file(
+        write_result(result_file(
             "deploy_check", "make deploy-check in a fresh clone",
-            "python -m benchmarks.deploy_check --record",
-            f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after",
-            ["run", "wall"], rows), indent=2) + "\n")
+            "python -m benchmarks.deploy_check --record", load_span(load_before),
+            ["run", "wall"], rows))
     return 1 if first[0] or second[0] else 0
 
 

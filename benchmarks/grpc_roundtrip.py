@@ -134,8 +134,7 @@ def record(pings: int = 2000) -> Path:
     """Measure the rows of ``benchmarks/results/grpc_roundtrip.json`` (both settings at 1 and
     16 streams back to back, then Moria's setting at ``PACED_STREAMS`` streams
     ``PACED_PAUSE_MS`` apart) and write that file; its path."""
-    from benchmarks.common import result_file
-    from benchmarks.record import RESULTS
+    from benchmarks.common import load_span, result_file, write_result
 
     before = os.getloadavg()[0]
     rows = run(pings, (1, 16))
@@ -143,19 +142,16 @@ def record(pings: int = 2000) -> Path:
                              PACED_PAUSE_MS))
     print(json.dumps(paced), flush=True)
     rows.append(paced)
-    after = os.getloadavg()[0]
+    load = load_span(before)
     table = [["Moria's" if r["grpc_experiments"] != "(gRPC's defaults)" else "gRPC's defaults",
               str(r["streams"]), "none" if not r["pause_ms"] else f"{r['pause_ms']:g} ms",
               f"{r['wall_us']:.1f}", f"{r['client_cpu_us']:.1f}", f"{r['server_cpu_us']:.1f}"]
              for r in rows]
-    data = result_file(
+    path = write_result(result_file(
         "grpc_roundtrip", "One Env server ping round trip", "python -m benchmarks.grpc_roundtrip "
-        f"--record (pings {pings} per stream back to back, {PACED_PINGS} paced)",
-        f"{before:.2f} before, {after:.2f} after",
+        f"--record (pings {pings} per stream back to back, {PACED_PINGS} paced)", load,
         ["`GRPC_EXPERIMENTS`", "streams", "pause between a stream's round trips",
-         "wall us per round trip", "client CPU us", "server CPU us"], table)
-    path = RESULTS / "grpc_roundtrip.json"
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+         "wall us per round trip", "client CPU us", "server CPU us"], table))
     print(f"wrote {path}")
     return path
 

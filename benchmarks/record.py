@@ -6,14 +6,11 @@ BALROG ran beside it, BALROG's: wall time, CPU per step and by process, peak mem
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import result_file
+from benchmarks.common import RESULTS, result_file, write_result
 from benchmarks.goals import Goal
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def goal_rows(goals: list[Goal]) -> list[list[str]]:
@@ -55,9 +52,4 @@ def write(results: dict[str, Any], goals: list[Goal], command: str,
             "moria eval beside BALROG's own evaluator", command, "in each row",
             ["system", "wall s", "wall / ideal", "CPU ms per step", "CPU ms per step by process",
              "peak PSS", "load before"], side_by_side_rows(rows))
-    written = []
-    for name, data in files.items():
-        path = folder / f"{name}.json"
-        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        written.append(path)
-    return written
+    return [write_result(data, folder) for data in files.values()]

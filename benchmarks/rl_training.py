@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-RESULT = REPO / "benchmarks" / "results" / "rl_training.json"
 #: checkpoint file -> the trainer's module and arguments (docs/rl-checkpoints.md).
 COMMANDS: dict[str, list[str]] = {
     "connect_four_v3_mlp.npz": ["tools.rl.train", "--task", "connect_four_v3",
@@ -50,6 +49,17 @@ def weight_difference(made: Path, shipped: Path) -> float | None:
         return max(float(np.abs(a[k] - b[k]).max()) for k in keys)
 
 
+def trained_with(checkpoint: Path) -> dict[str, Any]:
+    """The ``trained_with`` record the trainer wrote into ``checkpoint``'s metadata (its
+    labelled ``samples`` and ``final_loss`` when it trains by cloning; {} when absent)."""
+    import numpy as np
+
+    with np.load(checkpoint, allow_pickle=False) as arrays:
+        metadata = json.loads(arrays["metadata"].tobytes())
+    trained = metadata.get("trained_with") if isinstance(metadata, dict) else None
+    return trained if isinstance(trained, dict) else {}
+
+
 def train(name: str, out: Path) -> dict[str, Any]:
     """Run the training command of checkpoint ``name`` writing to ``out``; its figures."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -61,8 +71,10 @@ def train(name: str, out: Path) -> dict[str, Any]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     difference = (weight_difference(out, REPO / "examples" / "checkpoints" / name)
                   if done.returncode == 0 else None)
+    trained = trained_with(out) if done.returncode == 0 else {}
     return {"checkpoint": name, "returncode": done.returncode, "cpu_s": round(cpu, 1),
             "wall_s": round(wall, 1), "max_weight_difference": difference,
+            "samples": trained.get("samples"), "final_loss": trained.get("final_loss"),
             "stderr_tail": done.stderr[-500:] if done.returncode else ""}
 
 
@@ -80,17 +92,19 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
     if args.record:
-        from benchmarks.common import result_file
+        from benchmarks.common import load_span, result_file, write_result
 
-        RESULT.write_text(json.dumps(result_file(
+        write_result(result_file(
             "rl_training", "The shipped RL checkpoints trained again",
-            "python -m benchmarks.rl_training --record",
-            f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after",
-            ["checkpoint", "command", "CPU", "wall", "largest weight difference from the shipped"],
+            "python -m benchmarks.rl_training --record", load_span(load_before),
+            ["checkpoint", "command", "CPU", "wall", "labelled steps", "final loss",
+             "largest weight difference from the shipped"],
             [[r["checkpoint"], "python -m " + " ".join(COMMANDS[r["checkpoint"]]),
               f"{r['cpu_s']:.0f} s", f"{r['wall_s']:.0f} s",
+              "-" if r["samples"] is None else f"{r['samples']:,}",
+              "-" if r["final_loss"] is None else f"{r['final_loss']:.2f}",
               "arrays differ" if r["max_weight_difference"] is None
-              else f"{r['max_weight_difference']:.1e}"] for r in rows]), indent=2) + "\n")
+              else f"{r['max_weight_difference']:.1e}"] for r in rows]))
     return 0 if all(r["returncode"] == 0 and r["max_weight_difference"] is not None
                     and r["max_weight_difference"] <= TOLERANCE for r in rows) else 1
 
