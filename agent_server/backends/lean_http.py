@@ -27,6 +27,14 @@ What it keeps of the SDK's path, so that a failure reads the same whichever clie
 - streaming: the SSE events (``data:`` lines, up to ``data: [DONE]``) decoded one by one; an
   event whose JSON has an ``error`` is "API error: <message>" (retried), as the SDK raises it.
 
+What it reads of a reply is bounded, so that a broken or hostile server (an endless body, an
+endless line, a stream that goes on after ``[DONE]``) costs the Policy server neither its memory
+nor a call that never ends: at most ``MAX_REPLY_BYTES`` of a reply (``MAX_STREAM_BYTES`` of a
+stream, ``MAX_EVENT_BYTES`` of one of its lines) and ``MAX_ERROR_BYTES`` of an error answer's
+body (its message is read from that much); past ``[DONE]`` at most ``MAX_AFTER_DONE_BYTES``
+more are read. A reply or stream over its bound is a ``BackendError`` (not retried: the same
+request gets the same answer) naming the bound; the connection is then closed, not reused.
+
 One ``aiohttp.ClientSession`` per backend, made on the first call (in the event loop that
 makes it) and closed by ``aclose``; connections are kept alive and reused. A proxy named by the
 environment (``HTTP_PROXY``/``HTTPS_PROXY``, not for hosts in ``NO_PROXY``) is used, found by
@@ -48,6 +56,7 @@ import aiohttp
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
+from agent_server.backends.base import BackendError
 from agent_server.backends.retry import (
     TransientError,
     classify_status,
@@ -59,6 +68,19 @@ from agent_server.backends.retry import (
 MAX_CONNECTIONS = 1000
 #: What the SDK says for an error event in a stream that carries no message.
 STREAM_ERROR = "An error occurred during streaming"
+#: The most bytes of a non-streamed reply body read (a chat completion is kilobytes; one with
+#: every token's logprobs a few megabytes).
+MAX_REPLY_BYTES = 32 * 1024 * 1024
+#: The most bytes of a streamed reply read (a 128k-token stream of vLLM's chunks is about
+#: 32 MB).
+MAX_STREAM_BYTES = 256 * 1024 * 1024
+#: The most bytes one line of a stream may hold (a chunk's ``data:`` line).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: The most bytes of an error answer's body read for its message.
+MAX_ERROR_BYTES = 64 * 1024
+#: The most bytes read after ``data: [DONE]`` (so that the connection can be reused); a stream
+#: that goes on longer is left unread and its connection closed.
+MAX_AFTER_DONE_BYTES = 64 * 1024
 
 
 class LeanSender:
@@ -123,12 +145,34 @@ class LeanSender:
                 raise await self._status_failure(reply)
             yield reply
 
+    def _oversize(self, what: str, limit: int) -> BackendError:
+        """The failure of a reply over one of this module's bounds (not retried)."""
+        return BackendError(
+            f"{self._provider}: {self._completions} sent {what} over {_size(limit)}, "
+            "the most the lean client reads; no chat-completions server answers with so much "
+            "(is client.base_url a chat-completions endpoint?)", provider=self._provider)
+
+    async def _body(self, reply: aiohttp.ClientResponse) -> bytes:
+        """The reply's body, refused (``BackendError``) past ``MAX_REPLY_BYTES``: at once when
+        its ``Content-Length`` says so, else when that many bytes have come."""
+        if (reply.content_length or 0) > MAX_REPLY_BYTES:
+            raise self._oversize("a reply", MAX_REPLY_BYTES)
+        pieces: list[bytes] = []
+        size = 0
+        while size <= MAX_REPLY_BYTES:
+            piece = await reply.content.read(MAX_REPLY_BYTES + 1 - size)
+            if not piece:
+                return b"".join(pieces)
+            pieces.append(piece)
+            size += len(piece)
+        raise self._oversize("a reply", MAX_REPLY_BYTES)
+
     async def post(self, body: dict[str, Any]) -> Any:
         """``POST /chat/completions`` of ``body``: the decoded JSON reply (text when the reply
-        is not JSON)."""
+        is not JSON). Raises ``BackendError`` for a reply over ``MAX_REPLY_BYTES``."""
         try:
             async with self._reply(body) as reply:
-                raw = await reply.read()
+                raw = await self._body(reply)
                 if not reply.content_type.endswith("json"):
                     return raw.decode(reply.charset or "utf-8", errors="replace")
                 return json.loads(raw)
@@ -137,10 +181,12 @@ class LeanSender:
 
     async def stream(self, body: dict[str, Any]) -> AsyncGenerator[Any, None]:
         """``POST /chat/completions`` of a streaming ``body``: each SSE event's decoded JSON
-        (a chunk), up to ``data: [DONE]``. Closing the generator closes the reply."""
+        (a chunk), up to ``data: [DONE]``. Closing the generator closes the reply. Raises
+        ``BackendError`` for a stream over ``MAX_STREAM_BYTES`` or a line over
+        ``MAX_EVENT_BYTES``."""
         try:
             async with self._reply(body) as reply:
-                async for data in _sse_data(reply.content):
+                async for data in _sse_data(reply.content, self._oversize):
                     chunk = json.loads(data)
                     if isinstance(chunk, dict) and chunk.get("error"):
                         raise self._stream_error(chunk["error"])
@@ -170,7 +216,8 @@ class LeanSender:
         finds it: the JSON body's ``error`` (or the body itself), its ``message``; else
         ``Error code: <status>`` (with the message, when there is one)."""
         try:
-            text = (await reply.read()).decode(reply.charset or "utf-8", errors="replace").strip()
+            text = (await reply.content.read(MAX_ERROR_BYTES)).decode(
+                reply.charset or "utf-8", errors="replace").strip()
         except aiohttp.ClientError:
             text = ""
         body: Any = text
@@ -208,24 +255,25 @@ def env_proxy(url: str) -> tuple[URL | None, BasicAuth | None]:
         return None, None
 
 
-async def _sse_data(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:
+async def _sse_data(content: aiohttp.StreamReader,
+                    oversize: Callable[[str, int], Exception]) -> AsyncGenerator[str, None]:
     """The ``data`` of each server-sent event in ``content`` (lines ending in ``\\n`` or
     ``\\r\\n``; an event's ``data:`` lines joined by newlines; comments and other fields
-    skipped), until ``[DONE]``; the rest of the body is read, so the connection can be
-    reused."""
-    pending = b""
+    skipped), until ``[DONE]``; then up to ``MAX_AFTER_DONE_BYTES`` more are read, so that the
+    connection of a server that ends its body there can be reused. ``oversize(what, limit)``
+    is raised for a stream over ``MAX_STREAM_BYTES`` or a line over ``MAX_EVENT_BYTES``."""
+    pending = bytearray()
     lines: list[str] = []
-    done = False
+    received = 0
     async for piece in content.iter_any():
-        if done:
-            continue
+        received += len(piece)
+        if received > MAX_STREAM_BYTES:
+            raise oversize("a stream", MAX_STREAM_BYTES)
         pending += piece
-        while not done:
-            end = pending.find(b"\n")
-            if end < 0:
-                break
-            line = pending[:end].rstrip(b"\r").decode("utf-8", errors="replace")
-            pending = pending[end + 1:]
+        start = 0
+        while (end := pending.find(b"\n", start)) >= 0:
+            line = bytes(pending[start:end]).rstrip(b"\r").decode("utf-8", errors="replace")
+            start = end + 1
             if line:
                 if line.startswith("data:"):
                     value = line[5:]
@@ -235,13 +283,32 @@ async def _sse_data(content: aiohttp.StreamReader) -> AsyncGenerator[str, None]:
                 continue
             data, lines = "\n".join(lines), []
             if data.startswith("[DONE]"):
-                done = True
-            else:
-                yield data
-    if not done:
-        tail = pending.rstrip(b"\r").decode("utf-8", errors="replace")
-        if tail.startswith("data:"):
-            value = tail[5:]
-            lines.append(value[1:] if value.startswith(" ") else value)
-        if lines and not "\n".join(lines).startswith("[DONE]"):
-            yield "\n".join(lines)
+                await _drain(content, MAX_AFTER_DONE_BYTES)
+                return
+            yield data
+        del pending[:start]
+        if len(pending) > MAX_EVENT_BYTES:
+            raise oversize("a line", MAX_EVENT_BYTES)
+    tail = bytes(pending).rstrip(b"\r").decode("utf-8", errors="replace")
+    if tail.startswith("data:"):
+        value = tail[5:]
+        lines.append(value[1:] if value.startswith(" ") else value)
+    if lines and not "\n".join(lines).startswith("[DONE]"):
+        yield "\n".join(lines)
+
+
+def _size(limit: int) -> str:
+    """``limit`` bytes in words: ``32 MiB``, ``64 KiB``."""
+    mib, kib = divmod(limit, 1024 * 1024)
+    return f"{mib:,} MiB" if mib and not kib else f"{limit // 1024:,} KiB"
+
+
+async def _drain(content: aiohttp.StreamReader, limit: int) -> None:
+    """Read and drop what is left of ``content``, at most ``limit`` bytes: a body read to its
+    end lets its connection be reused; one with more left is closed when the reply is."""
+    left = limit
+    while left > 0:
+        piece = await content.read(left)
+        if not piece:
+            return
+        left -= len(piece)
