@@ -109,6 +109,11 @@ class BackendError(RuntimeError):
         self.bad_key = bad_key
 
 
+class ClientSetupError(BackendError):
+    """The backend cannot send anything as it is set up (e.g. the environment names a proxy
+    its HTTP client cannot use): never retried, and a failed preflight (``probe_endpoint``)."""
+
+
 class Backend(abc.ABC):
     """A model backend. Instances may be shared by concurrent episodes (``complete`` is
     re-entrant); they hold no per-episode state."""

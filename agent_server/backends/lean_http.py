@@ -51,12 +51,13 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
+from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from yarl import URL
 
-from agent_server.backends.base import BackendError
+from agent_server.backends.base import BackendError, ClientSetupError
 from agent_server.backends.retry import (
     TransientError,
     classify_status,
@@ -112,11 +113,16 @@ class LeanSender:
 
     def _client(self) -> aiohttp.ClientSession:
         """The session, made on first use in the running event loop (again if that loop has
-        changed or the session was closed)."""
+        changed or the session was closed). Raises ``ClientSetupError`` (not retried) when the
+        environment names a proxy this client cannot use (``env_proxy``)."""
         loop = asyncio.get_running_loop()
         session = self._session
         if session is None or session.closed or self._loop is not loop:
-            proxy, proxy_auth = env_proxy(self._completions)
+            try:
+                proxy, proxy_auth = env_proxy(self._completions)
+            except ValueError as exc:
+                raise ClientSetupError(f"{self._provider}: {exc}",
+                                       provider=self._provider) from None
             session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
                 timeout=aiohttp.ClientTimeout(total=None, connect=self._timeout_s,
@@ -145,18 +151,20 @@ class LeanSender:
                 raise await self._status_failure(reply)
             yield reply
 
-    def _oversize(self, what: str, limit: int) -> BackendError:
-        """The failure of a reply over one of this module's bounds (not retried)."""
+    def _oversize(self, what: str, limit: int, url: str | None = None) -> BackendError:
+        """The failure of a reply from ``url`` (default: the completions URL) over one of this
+        module's bounds (not retried)."""
         return BackendError(
-            f"{self._provider}: {self._completions} sent {what} over {_size(limit)}, "
+            f"{self._provider}: {url or self._completions} sent {what} over {_size(limit)}, "
             "the most the lean client reads; no chat-completions server answers with so much "
             "(is client.base_url a chat-completions endpoint?)", provider=self._provider)
 
-    async def _body(self, reply: aiohttp.ClientResponse) -> bytes:
-        """The reply's body, refused (``BackendError``) past ``MAX_REPLY_BYTES``: at once when
-        its ``Content-Length`` says so, else when that many bytes have come."""
+    async def _body(self, reply: aiohttp.ClientResponse, url: str | None = None) -> bytes:
+        """The reply's body, refused (``BackendError`` naming ``url``, default the completions
+        URL) past ``MAX_REPLY_BYTES``: at once when its ``Content-Length`` says so, else when
+        that many bytes have come."""
         if (reply.content_length or 0) > MAX_REPLY_BYTES:
-            raise self._oversize("a reply", MAX_REPLY_BYTES)
+            raise self._oversize("a reply", MAX_REPLY_BYTES, url)
         pieces: list[bytes] = []
         size = 0
         while size <= MAX_REPLY_BYTES:
@@ -165,7 +173,7 @@ class LeanSender:
                 return b"".join(pieces)
             pieces.append(piece)
             size += len(piece)
-        raise self._oversize("a reply", MAX_REPLY_BYTES)
+        raise self._oversize("a reply", MAX_REPLY_BYTES, url)
 
     async def post(self, body: dict[str, Any]) -> Any:
         """``POST /chat/completions`` of ``body``: the decoded JSON reply (text when the reply
@@ -200,7 +208,7 @@ class LeanSender:
             async with self._client().get(self._models) as reply:
                 if not 200 <= reply.status < 300:
                     raise await self._status_failure(reply)
-                return await reply.read()
+                return await self._body(reply, self._models)
         except aiohttp.ClientError as exc:
             raise self.classify(exc) from exc
 
@@ -248,11 +256,30 @@ def env_proxy(url: str) -> tuple[URL | None, BasicAuth | None]:
     """The proxy the environment names for ``url`` and its credentials, as aiohttp's
     ``trust_env`` finds them (``HTTP_PROXY``/``HTTPS_PROXY`` by scheme, none for a host in
     ``NO_PROXY``, credentials from the proxy URL or ``.netrc``); ``(None, None)`` when there is
-    none."""
+    none. Raises ValueError, naming the variable and never the credentials, when a proxy
+    variable is not a URL or names a proxy aiohttp cannot speak to (one that is not
+    ``http://`` with a host: aiohttp would send to it as to an HTTP proxy, or to no host)."""
+    target = URL(url)
+    variable = f"{target.scheme.upper()}_PROXY"
+    advice = (f"set {variable} to an http://host:port proxy, name the host in NO_PROXY, or "
+              "send with client.http_client=sdk")
     try:
-        return get_env_proxy_for_url(URL(url))
+        proxy, auth = get_env_proxy_for_url(target)
     except LookupError:
-        return None, None
+        named = getproxies().get(target.scheme)
+        if named is None or (target.host is not None and proxy_bypass(target.host)):
+            return None, None
+        # aiohttp drops an https:// proxy (with a log line) and would go direct instead
+        proxy, auth = URL(named), None
+    except ValueError as exc:  # a proxy variable that yarl cannot parse
+        raise ValueError(f"a proxy variable of the environment (HTTP_PROXY, HTTPS_PROXY, ...) "
+                         f"is not a URL ({exc}); {advice}") from None
+    if proxy.scheme != "http" or not proxy.host:
+        named = (f"a proxy of scheme '{proxy.scheme}'" if proxy.scheme and proxy.host
+                 else "a value that is not a proxy URL")
+        raise ValueError(f"{variable} names {named} for {target.scheme} URLs; the lean client "
+                         f"(aiohttp) sends through http:// proxies only: {advice}")
+    return proxy, auth
 
 
 async def _sse_data(content: aiohttp.StreamReader,

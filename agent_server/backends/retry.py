@@ -43,7 +43,7 @@ from tenacity import (
     wait_random,
 )
 
-from agent_server.backends.base import BackendError, Completion
+from agent_server.backends.base import BackendError, ClientSetupError, Completion
 from agent_server.backends.limits import CallScope, current_call
 from moria.config import ClientConfig
 from moria.metrics import note_model_retry
@@ -285,13 +285,14 @@ PROBE_TIMEOUT_S = 20.0
 
 def probe_problem(failure: Exception, provider: str, endpoint: str) -> str | None:
     """What a failed preflight probe (``Backend.probe``) of ``endpoint`` tells the user, from
-    the backend's classified ``failure``: a message for an unreachable or timed-out endpoint
-    and for a refused key (HTTP 401/403, or the provider's own bad-key answer); None for any
-    other answer (a server without the
-    probed route still serves completions, and a transient 5xx is left to the episodes'
-    retries)."""
+    the backend's classified ``failure``: a message for an unreachable or timed-out endpoint,
+    for a client that cannot send as set up (``ClientSetupError``) and for a refused key (HTTP
+    401/403, or the provider's own bad-key answer); None for any other answer (a server
+    without the probed route still serves completions, and a transient 5xx is left to the
+    episodes' retries)."""
     said = str(failure).replace(f" ({endpoint})", "")  # the endpoint is named once
-    if isinstance(failure, TransientError) and failure.status is None:
+    if isinstance(failure, ClientSetupError) or (isinstance(failure, TransientError)
+                                                 and failure.status is None):
         return f"{provider} endpoint {endpoint} cannot be used: {said}"
     if isinstance(failure, BackendError) and failure.bad_key:
         return f"{provider} endpoint {endpoint} refused the key: {said}"

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 from pydantic import ValidationError
 
-from agent_server.backends import create_backend
-from agent_server.backends.base import ChatMessage, GenerateParams
+from agent_server.backends import create_backend, probe_endpoint
+from agent_server.backends.base import BackendError, ChatMessage, GenerateParams
 from agent_server.backends.openai_compat import OpenAICompatBackend
 from moria.backends import HTTP_CLIENT_CHOICES, http_client_for
 from moria.config import ClientConfig
@@ -134,3 +134,35 @@ async def test_lean_goes_direct_to_a_host_in_no_proxy(monkeypatch: pytest.Monkey
         _proxy_env(monkeypatch, proxy.base_url, no_proxy="127.0.0.1")
         assert await _ask(direct.base_url) == "direct"
         assert proxy.targets == [] and len(direct.requests) == 1
+
+
+@pytest.mark.parametrize(("proxy", "said"), [
+    ("socks5://user:secret-proxy-pw@127.0.0.1:1080", "names a proxy of scheme 'socks5'"),
+    ("https://user:secret-proxy-pw@proxy.invalid:443", "names a proxy of scheme 'https'"),
+    ("secret-proxy-pw", "names a value that is not a proxy URL"),
+    ("http://user:secret-proxy-pw@[::1", "is not a URL (Invalid IPv6 URL)"),
+])
+async def test_a_proxy_the_lean_client_cannot_use_is_refused_by_name(
+        monkeypatch: pytest.MonkeyPatch, proxy: str, said: str) -> None:
+    # aiohttp would send to a socks or ftp proxy as to an HTTP one, and go direct instead of
+    # through an https:// one; the call fails at once, naming the variable, not the password
+    with FakeOpenAI("direct") as direct:
+        _proxy_env(monkeypatch, proxy)
+        with pytest.raises(BackendError) as info:
+            await _ask(direct.base_url)
+    message = str(info.value)
+    assert said in message and "HTTP_PROXY" in message and "NO_PROXY" in message
+    assert "secret-proxy-pw" not in message
+    assert not info.value.retryable and direct.requests == []
+
+
+async def test_a_proxy_the_lean_client_cannot_use_fails_the_preflight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAI("direct") as direct:
+        _proxy_env(monkeypatch, "socks5://127.0.0.1:1080")
+        problem = await probe_endpoint(ClientConfig(client_name="vllm", model_id="m",
+                                                    base_url=direct.base_url))
+    assert problem is not None
+    assert problem.startswith(f"vllm endpoint {direct.base_url}")
+    assert "cannot be used: vllm: HTTP_PROXY names a proxy of scheme 'socks5'" in problem
+    assert direct.requests == []
