@@ -298,9 +298,10 @@ async def _sse_data(content: aiohttp.StreamReader,
             raise oversize("a stream", MAX_STREAM_BYTES)
         pending += piece
         start = 0
-        while (end := pending.find(b"\n", start)) >= 0:
+        search = len(pending) - len(piece)  # what came before holds no line end
+        while (end := pending.find(b"\n", search)) >= 0:
             line = bytes(pending[start:end]).rstrip(b"\r").decode("utf-8", errors="replace")
-            start = end + 1
+            start = search = end + 1
             if line:
                 if line.startswith("data:"):
                     value = line[5:]

@@ -11,7 +11,10 @@
 - ``after_done``: a valid SSE stream (one chunk whose delta is ``"hi"``, then
   ``data: [DONE]``) that goes on with comment lines forever;
 - ``line``: an SSE stream whose first ``data:`` line never ends;
-- ``comments``: an SSE stream of comment lines (64 KiB each) that never ends.
+- ``comments``: an SSE stream of comment lines (64 KiB each) that never ends;
+- ``drip``: the one kind that ends: a valid SSE stream (``DRIP_TEXT`` in three chunks, lines
+  ending in ``\\r\\n``, one event's data on two ``data:`` lines) written one byte per chunk,
+  each flushed on its own, then the body's end.
 
 ``requests`` counts the requests read; ``finished`` holds, per connection, the bytes written
 before the client closed it (filled once the server's write fails).
@@ -24,7 +27,10 @@ import threading
 import time
 from typing import Final, Self
 
-KINDS: Final[tuple[str, ...]] = ("json", "declared", "error", "after_done", "line", "comments")
+KINDS: Final[tuple[str, ...]] = ("json", "declared", "error", "after_done", "line", "comments",
+                                  "drip")
+#: The answer ``drip`` streams.
+DRIP_TEXT: Final[str] = "go forward"
 _PIECE: Final[bytes] = b"x" * 65536
 _DONE_STREAM: Final[bytes] = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
                               b"data: [DONE]\n\n")
@@ -47,7 +53,13 @@ _HEADS: Final[dict[str, bytes]] = {
             b"transfer-encoding: chunked\r\n\r\n",
     "comments": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 b"transfer-encoding: chunked\r\n\r\n",
+    "drip": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n",
 }
+_DRIP_STREAM: Final[bytes] = (
+    b': a comment\r\n\r\ndata: {"choices":[{"index":0,"delta":{"content":"go "}}]}\r\n\r\n'
+    b'data: {"choices":[{"index":0,\r\ndata: "delta":{"content":"for"}}]}\r\n\r\n'
+    b'data: {"choices":[{"index":0,"delta":{"content":"ward"}}]}\r\n\r\ndata: [DONE]\r\n\r\n')
 #: What each kind writes after its head, again and again (``after_done`` writes its stream once
 #: first, ``line`` its ``data: `` once first).
 _BODIES: Final[dict[str, bytes]] = {
@@ -107,6 +119,14 @@ class EndlessServer:
                 with self._lock:
                     self.requests += 1
                 conn.sendall(_HEADS[self.kind] + _FIRST.get(self.kind, b""))
+                if self.kind == "drip":
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    for byte in _DRIP_STREAM:
+                        conn.sendall(_chunk(bytes([byte])))
+                        sent += 1
+                    conn.sendall(b"0\r\n\r\n")
+                    conn.recv(1)  # until the client closes or sends its next request
+                    raise ConnectionResetError
                 body = _BODIES[self.kind]
                 while not self._stop.is_set():
                     conn.sendall(body)

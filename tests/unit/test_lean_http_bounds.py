@@ -21,7 +21,7 @@ from agent_server.backends.lean_http import (
 )
 from agent_server.backends.openai_compat import OpenAICompatBackend
 from moria.config import ClientConfig
-from tests.support.endless_http import EndlessServer
+from tests.support.endless_http import DRIP_TEXT, EndlessServer
 from tests.support.waiting import async_wait_until
 
 #: What the kernel may hold of a connection beyond what the client read (its socket buffers
@@ -121,3 +121,12 @@ async def test_an_endless_stream_is_refused_at_its_bound() -> None:
     assert "sent a stream over 256 MiB, the most the lean client reads" in str(info.value)
     assert not info.value.retryable and server.requests == 1
     assert MAX_STREAM_BYTES <= written < MAX_STREAM_BYTES + IN_FLIGHT_SLACK
+
+
+@pytest.mark.asyncio
+async def test_a_stream_dripped_one_byte_at_a_time_reads_whole() -> None:
+    # every line arrives in pieces: the parser finds each line end once, and keeps an
+    # event's two data lines, the CRLF line ends and the comment as a server means them
+    with EndlessServer("drip") as server:
+        out = await _call(_backend(server, stream=True))
+    assert out.text == DRIP_TEXT and out.attempts == 1 and server.requests == 1
