@@ -3,6 +3,8 @@ faulted and torn down, with the real images (``make images`` first).
 
 What it runs, in order (each stage timed; any failure stops it and tears the stack down):
 
+0. **cpu quota**: the orchestrator image run alone with ``--cpus 1.5``: ``moria.cores`` must
+   see the container's CPU quota (1.5 cores), which ``eval.local_servers=auto`` counts.
 1. **up**: ``deploy/compose.yaml`` under the project name ``moria-stack-test`` with
    podman-compose (``.cache/compose-venv``, ``make compose-tools``) or ``docker compose``
    (``MORIA_ENGINE=docker``);
@@ -311,6 +313,28 @@ def stage_local_model(ctx: Context) -> None:
     ctx.lines.append(check_results(out, "local-model eval"))
 
 
+#: What the cpu-quota stage asks of the orchestrator image: ``moria.cores``'s view, as JSON.
+_CORES_PROBE = ("import json; from moria import cores; print(json.dumps({'limit': "
+                "cores.cgroup_cpu_limit(), 'affinity': cores.affinity_cores(), "
+                "'available': cores.available_cores()}))")
+
+
+def stage_cpu_quota(ctx: Context) -> None:
+    """The eval service's image run with ``--cpus 1.5`` (a CPU limit, as ``docker run --cpus``
+    or a Kubernetes limit sets one): ``moria.cores`` sees 1.5 cores, so ``auto`` counts 2 (or
+    the affinity, when smaller), whatever the host has."""
+    image = str(yaml.safe_load(COMPOSE_FILE.read_text())["services"]["eval"]["image"])
+    done = ctx.engine.run([ctx.engine.tool, "run", "--rm", "--cpus", "1.5", "--entrypoint",
+                           "/opt/moria/venv/bin/python", image, "-c", _CORES_PROBE],
+                          timeout=120)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if seen["limit"] != 1.5 or seen["available"] != min(seen["affinity"], 2):
+        raise StackTestError(f"--cpus 1.5 was seen as {seen} (expected limit 1.5, available "
+                             f"min(affinity, 2))")
+    ctx.lines.append(f"cpu quota: --cpus 1.5 seen as {seen['limit']} cores, "
+                     f"{seen['available']} available of {seen['affinity']} in the affinity")
+
+
 def crash(engine: Engine, container: str) -> None:
     """SIGKILL every process of ``container`` but its init (a crash, as the OOM killer would
     do it): the init then exits with the server's status and the restart policy restarts it.
@@ -479,7 +503,7 @@ def results_dir(keep: list[bool]) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-STAGES = [("up", stage_up), ("oracle eval", stage_oracle),
+STAGES = [("cpu quota", stage_cpu_quota), ("up", stage_up), ("oracle eval", stage_oracle),
           ("local-model eval", stage_local_model), ("faulted service run", stage_faulted_run),
           ("read-only", stage_read_only), ("stop", stage_stop)]
 

@@ -14,7 +14,6 @@ key and what is allowed.
 from __future__ import annotations
 
 import functools
-import os
 import types
 import typing
 from collections import Counter
@@ -37,6 +36,7 @@ from pydantic import (
 
 from moria.backends import BY_NAME as BACKENDS_BY_NAME
 from moria.config import NON_MODEL_AGENT_TYPES, AgentConfig, ClientConfig
+from moria.cores import available_cores
 from moria.families import FamilyManifest, default_tasks, families
 from moria.family_options import OptionError, check_options
 from moria.grpc_defaults import DEFAULT_MAX_MESSAGE_MB
@@ -140,9 +140,9 @@ class EvalConfig(_Strict):
         default="auto",
         description="the local stack (no endpoints): how many env servers and how many policy "
                     "servers `moria eval` starts, episodes spread over them; 'auto': a quarter "
-                    "of the cores each, at least 1, one policy server for a model run in "
-                    "process (local_server_counts); a number >= 1: that many of each. Never "
-                    "more of either than eval.num_workers")
+                    "of the cores (a container's CPU quota counted) each, at least 1, one "
+                    "policy server for a model run in process (local_server_counts); a number "
+                    ">= 1: that many of each. Never more of either than eval.num_workers")
 
     @field_validator("num_episodes")
     @classmethod
@@ -416,15 +416,6 @@ class RunSpec(_Strict):
         return self
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where the
-    platform has none). A cgroup CPU quota (``docker run --cpus``) is not seen."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _runs_model_in_process(agent: AgentConfig, client: ClientConfig) -> bool:
     """True when a policy server playing this seat loads the model itself (``local``, and
     ``vllm``/``llamacpp`` without a ``client.base_url``): each server would load its own
@@ -442,12 +433,13 @@ def local_server_counts(spec: RunSpec, cores: int | None = None) -> tuple[int, i
     """(env servers, policy servers) the local stack of ``spec`` starts (``eval.local_servers``).
 
     A number n: n of each. ``auto``: ``cores // 4`` of each (``cores``: ``available_cores()``
-    unless given), at least 1; a quarter of the cores for the policy servers (one event loop
-    each, so one core at most each) and a quarter for the env servers, leaving half for the
-    orchestrator's own loop, the NetHack families' game worker processes and a model run on
-    this machine. So 1 of each up to 7 cores, 2 at 8, 4 at 16. Under ``auto`` a seat whose
-    model runs inside the policy server (``local``, or ``vllm``/``llamacpp`` without a
-    ``client.base_url``) keeps one policy server: each would load its own copy of the model.
+    unless given: the CPU affinity capped by a cgroup CPU quota, ``moria.cores``), at least
+    1; a quarter of the cores for the policy servers (one event loop each, so one core at most
+    each) and a quarter for the env servers, leaving half for the orchestrator's own loop, the
+    NetHack families' game worker processes and a model run on this machine. So 1 of each up
+    to 7 cores, 2 at 8, 4 at 16. Under ``auto`` a seat whose model runs inside the policy
+    server (``local``, or ``vllm``/``llamacpp`` without a ``client.base_url``) keeps one policy
+    server: each would load its own copy of the model.
     Either way no more of either than ``eval.num_workers`` (episodes in flight): a server
     with no episode costs its start and its memory for nothing."""
     setting = spec.eval.local_servers
