@@ -61,8 +61,8 @@ def cgroup_cpu_limit(cgroup_text: str | None = None,
             mountinfo_text = PROC_MOUNTINFO.read_text()
     except OSError:
         return None
-    limits = [limit for limit in (_v2_limit(cgroup_text, mountinfo_text),
-                                  _v1_limit(cgroup_text, mountinfo_text))
+    limits = [limit for limit in (_limit(cgroup_text, mountinfo_text, v2=True),
+                                  _limit(cgroup_text, mountinfo_text, v2=False))
               if limit is not None]
     return min(limits) if limits else None
 
@@ -113,34 +113,33 @@ def _levels(cgroup: str, root: str, point: Path) -> list[Path]:
     return [point.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
 
 
-def _v2_limit(cgroup_text: str, mountinfo_text: str) -> float | None:
-    cgroup = _cgroup_path(cgroup_text, v2=True)
-    if cgroup is None:
-        return None
-    limits = []
-    for root, point in _mounts(mountinfo_text, v2=True):
-        for level in _levels(cgroup, root, point):
-            try:
-                quota, _, period = (level / "cpu.max").read_text().strip().partition(" ")
-                if quota != "max" and float(period) > 0:
-                    limits.append(float(quota) / float(period))
-            except (OSError, ValueError):
-                continue
-    return min(limits) if limits else None
+def _v2_quota(level: Path) -> float | None:
+    """``cpu.max`` of one cgroup v2 folder in cores (``max``: None)."""
+    quota, _, period = (level / "cpu.max").read_text().strip().partition(" ")
+    return float(quota) / float(period) if quota != "max" and float(period) > 0 else None
 
 
-def _v1_limit(cgroup_text: str, mountinfo_text: str) -> float | None:
-    cgroup = _cgroup_path(cgroup_text, v2=False)
+def _v1_quota(level: Path) -> float | None:
+    """``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` of one cgroup v1 folder in cores
+    (``-1``: None)."""
+    quota = int((level / "cpu.cfs_quota_us").read_text())
+    period = int((level / "cpu.cfs_period_us").read_text())
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _limit(cgroup_text: str, mountinfo_text: str, v2: bool) -> float | None:
+    """The smallest quota over the levels of the process's v2 (or v1 ``cpu``) cgroup."""
+    cgroup = _cgroup_path(cgroup_text, v2)
     if cgroup is None:
         return None
+    quota_of = _v2_quota if v2 else _v1_quota
     limits = []
-    for root, point in _mounts(mountinfo_text, v2=False):
+    for root, point in _mounts(mountinfo_text, v2):
         for level in _levels(cgroup, root, point):
             try:
-                quota = int((level / "cpu.cfs_quota_us").read_text())
-                period = int((level / "cpu.cfs_period_us").read_text())
+                quota = quota_of(level)
             except (OSError, ValueError):
                 continue
-            if quota > 0 and period > 0:
-                limits.append(quota / period)
+            if quota is not None:
+                limits.append(quota)
     return min(limits) if limits else None
