@@ -28,12 +28,13 @@ What it keeps of the SDK's path, so that a failure reads the same whichever clie
   event whose JSON has an ``error`` is "API error: <message>" (retried), as the SDK raises it.
 
 What it reads of a reply is bounded, so that a broken or hostile server (an endless body, an
-endless line, a stream that goes on after ``[DONE]``) costs the Policy server neither its memory
-nor a call that never ends: at most ``MAX_REPLY_BYTES`` of a reply (``MAX_STREAM_BYTES`` of a
-stream, ``MAX_EVENT_BYTES`` of one of its lines) and ``MAX_ERROR_BYTES`` of an error answer's
-body (its message is read from that much); past ``[DONE]`` at most ``MAX_AFTER_DONE_BYTES``
-more are read. A reply or stream over its bound is a ``BackendError`` (not retried: the same
-request gets the same answer) naming the bound; the connection is then closed, not reused.
+endless line, a stream that goes on or hangs after ``[DONE]``) costs the Policy server neither
+its memory nor a call that never ends: at most ``MAX_REPLY_BYTES`` of a reply
+(``MAX_STREAM_BYTES`` of a stream, ``MAX_EVENT_BYTES`` of one of its lines) and
+``MAX_ERROR_BYTES`` of an error answer's body (its message is read from that much); past
+``[DONE]`` at most ``MAX_AFTER_DONE_BYTES`` more, for at most ``AFTER_DONE_WAIT_S``. A reply or
+stream over its bound is a ``BackendError`` (not retried: the same request gets the same
+answer) naming the bound; the connection is then closed, not reused.
 
 One ``aiohttp.ClientSession`` per backend, made on the first call (in the event loop that
 makes it) and closed by ``aclose``; connections are kept alive and reused. A proxy named by the
@@ -82,6 +83,9 @@ MAX_ERROR_BYTES = 64 * 1024
 #: The most bytes read after ``data: [DONE]`` (so that the connection can be reused); a stream
 #: that goes on longer is left unread and its connection closed.
 MAX_AFTER_DONE_BYTES = 64 * 1024
+#: The longest the end of a body is waited for after ``data: [DONE]`` (a server sends it at
+#: once; one that holds the connection open instead costs this, not a timed-out call).
+AFTER_DONE_WAIT_S = 1.0
 
 
 class LeanSender:
@@ -286,9 +290,10 @@ async def _sse_data(content: aiohttp.StreamReader,
                     oversize: Callable[[str, int], Exception]) -> AsyncGenerator[str, None]:
     """The ``data`` of each server-sent event in ``content`` (lines ending in ``\\n`` or
     ``\\r\\n``; an event's ``data:`` lines joined by newlines; comments and other fields
-    skipped), until ``[DONE]``; then up to ``MAX_AFTER_DONE_BYTES`` more are read, so that the
-    connection of a server that ends its body there can be reused. ``oversize(what, limit)``
-    is raised for a stream over ``MAX_STREAM_BYTES`` or a line over ``MAX_EVENT_BYTES``."""
+    skipped), until ``[DONE]``; then up to ``MAX_AFTER_DONE_BYTES`` more are read, for at
+    most ``AFTER_DONE_WAIT_S``, so that the connection of a server that ends its body there
+    can be reused. ``oversize(what, limit)`` is raised for a stream over ``MAX_STREAM_BYTES``
+    or a line over ``MAX_EVENT_BYTES``."""
     pending = bytearray()
     lines: list[str] = []
     received = 0
@@ -311,7 +316,7 @@ async def _sse_data(content: aiohttp.StreamReader,
                 continue
             data, lines = "\n".join(lines), []
             if data.startswith("[DONE]"):
-                await _drain(content, MAX_AFTER_DONE_BYTES)
+                await _drain(content, MAX_AFTER_DONE_BYTES, AFTER_DONE_WAIT_S)
                 return
             yield data
         del pending[:start]
@@ -331,12 +336,15 @@ def _size(limit: int) -> str:
     return f"{mib:,} MiB" if mib and not kib else f"{limit // 1024:,} KiB"
 
 
-async def _drain(content: aiohttp.StreamReader, limit: int) -> None:
-    """Read and drop what is left of ``content``, at most ``limit`` bytes: a body read to its
-    end lets its connection be reused; one with more left is closed when the reply is."""
+async def _drain(content: aiohttp.StreamReader, limit: int, wait_s: float) -> None:
+    """Read and drop what is left of ``content``, at most ``limit`` bytes for at most
+    ``wait_s`` seconds: a body read to its end lets its connection be reused; one with more
+    left, or not ended in time, is closed when the reply is."""
     left = limit
-    while left > 0:
-        piece = await content.read(left)
-        if not piece:
-            return
-        left -= len(piece)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(wait_s):
+            while left > 0:
+                piece = await content.read(left)
+                if not piece:
+                    return
+                left -= len(piece)

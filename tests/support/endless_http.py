@@ -12,6 +12,8 @@
   ``data: [DONE]``) that goes on with comment lines forever;
 - ``line``: an SSE stream whose first ``data:`` line never ends;
 - ``comments``: an SSE stream of comment lines (64 KiB each) that never ends;
+- ``held``: a valid SSE stream (as ``after_done``) whose body then neither goes on nor ends:
+  the connection is held open, silent;
 - ``drip``: the one kind that ends: a valid SSE stream (``DRIP_TEXT`` in three chunks, lines
   ending in ``\\r\\n``, one event's data on two ``data:`` lines) written one byte per chunk,
   each flushed on its own, then the body's end.
@@ -28,7 +30,7 @@ import time
 from typing import Final, Self
 
 KINDS: Final[tuple[str, ...]] = ("json", "declared", "error", "after_done", "line", "comments",
-                                  "drip")
+                                  "held", "drip")
 #: The answer ``drip`` streams.
 DRIP_TEXT: Final[str] = "go forward"
 _PIECE: Final[bytes] = b"x" * 65536
@@ -53,6 +55,8 @@ _HEADS: Final[dict[str, bytes]] = {
             b"transfer-encoding: chunked\r\n\r\n",
     "comments": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                 b"transfer-encoding: chunked\r\n\r\n",
+    "held": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n",
     "drip": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n",
 }
@@ -68,7 +72,7 @@ _BODIES: Final[dict[str, bytes]] = {
     "comments": _chunk(b": " + _PIECE + b"\n"),
 }
 _FIRST: Final[dict[str, bytes]] = {"after_done": _chunk(_DONE_STREAM),
-                                   "line": _chunk(b"data: ")}
+                                   "held": _chunk(_DONE_STREAM), "line": _chunk(b"data: ")}
 
 
 class EndlessServer:
@@ -119,6 +123,9 @@ class EndlessServer:
                 with self._lock:
                     self.requests += 1
                 conn.sendall(_HEADS[self.kind] + _FIRST.get(self.kind, b""))
+                if self.kind == "held":
+                    conn.recv(1)  # silent until the client closes the connection
+                    raise ConnectionResetError
                 if self.kind == "drip":
                     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     for byte in _DRIP_STREAM:

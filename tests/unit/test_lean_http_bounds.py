@@ -107,6 +107,16 @@ async def test_a_stream_that_goes_on_after_done_gives_its_answer() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_stream_held_open_after_done_gives_its_answer_not_a_timeout() -> None:
+    # the end of the body is waited for AFTER_DONE_WAIT_S (1 s), not the client's timeout
+    # (5 s per attempt, retried): the answer is whole, the connection is closed
+    with EndlessServer("held") as server:
+        out = await _call(_backend(server, stream=True, timeout=5.0))
+        await _cut_after(server, 1)
+    assert out.text == "hi" and out.attempts == 1 and server.requests == 1
+
+
+@pytest.mark.asyncio
 async def test_a_stream_dripped_one_byte_at_a_time_reads_whole() -> None:
     # every line arrives in pieces: the parser finds each line end once, and keeps an
     # event's two data lines, the CRLF line ends and the comment as a server means them
