@@ -179,3 +179,26 @@ def test_stop_group_kills_the_run_s_children_too(tmp_path: Path) -> None:
     # gone within 30 s (killed, then reaped by init); psutil.TimeoutExpired fails the test
     with contextlib.suppress(psutil.NoSuchProcess):
         grandchild.wait(timeout=30)
+
+
+def test_cpu_split_tells_a_runs_fixed_cpu_from_each_steps() -> None:
+    from benchmarks import cpu_split
+
+    def run(per_task: int, steps: int, orchestrator: float, env: float,
+            policy: float) -> dict[str, object]:
+        return {"episodes_per_task": per_task, "steps": steps,
+                "cpu_s": orchestrator + env + policy,
+                "cpu_s_by_process": {"orchestrator": orchestrator, "env_server": env,
+                                     "policy_server": policy}}
+
+    # each process: fixed + steps x per step; the long runs' medians are the middle ones
+    runs = [run(1, 512, 1.0 + 0.512 * 0.7, 0.5 + 0.512 * 0.4, 0.6 + 0.512 * 0.8),
+            run(10, 5120, 1.0 + 5.12 * 0.7, 0.5 + 5.12 * 0.4, 0.6 + 5.12 * 0.8),
+            run(10, 5120, 9.0, 9.0, 9.0), run(10, 5120, 0.0, 0.0, 0.0)]
+    split = cpu_split.split(runs)
+    assert split["orchestrator"] == {"fixed_s": 1.0, "per_step_ms": 0.7, "steps": 5120}
+    assert split["env_server"]["fixed_s"] == 0.5 and split["env_server"]["per_step_ms"] == 0.4
+    assert split["policy_server"]["per_step_ms"] == 0.8
+    assert split["all"] == {"fixed_s": 2.1, "per_step_ms": 1.9, "steps": 5120}
+    with pytest.raises(ValueError, match="needs at least one short and one long run"):
+        cpu_split.split(runs[1:])
