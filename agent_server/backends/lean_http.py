@@ -169,15 +169,10 @@ class LeanSender:
         that many bytes have come."""
         if (reply.content_length or 0) > MAX_REPLY_BYTES:
             raise self._oversize("a reply", MAX_REPLY_BYTES, url)
-        pieces: list[bytes] = []
-        size = 0
-        while size <= MAX_REPLY_BYTES:
-            piece = await reply.content.read(MAX_REPLY_BYTES + 1 - size)
-            if not piece:
-                return b"".join(pieces)
-            pieces.append(piece)
-            size += len(piece)
-        raise self._oversize("a reply", MAX_REPLY_BYTES, url)
+        raw = await _read_upto(reply.content, MAX_REPLY_BYTES + 1)
+        if len(raw) > MAX_REPLY_BYTES:
+            raise self._oversize("a reply", MAX_REPLY_BYTES, url)
+        return raw
 
     async def post(self, body: dict[str, Any]) -> Any:
         """``POST /chat/completions`` of ``body``: the decoded JSON reply (text when the reply
@@ -228,7 +223,7 @@ class LeanSender:
         finds it: the JSON body's ``error`` (or the body itself), its ``message``; else
         ``Error code: <status>`` (with the message, when there is one)."""
         try:
-            text = (await reply.content.read(MAX_ERROR_BYTES)).decode(
+            text = (await _read_upto(reply.content, MAX_ERROR_BYTES)).decode(
                 reply.charset or "utf-8", errors="replace").strip()
         except aiohttp.ClientError:
             text = ""
@@ -328,6 +323,20 @@ async def _sse_data(content: aiohttp.StreamReader,
         lines.append(value[1:] if value.startswith(" ") else value)
     if lines and not "\n".join(lines).startswith("[DONE]"):
         yield "\n".join(lines)
+
+
+async def _read_upto(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """``content`` up to its end or ``limit`` bytes, whichever comes first (the rest, if any,
+    is left unread)."""
+    pieces: list[bytes] = []
+    size = 0
+    while size < limit:
+        piece = await content.read(limit - size)
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 def _size(limit: int) -> str:

@@ -1,8 +1,9 @@
-"""A hostile model server: a real HTTP/1.1 server on loopback whose every answer never ends
-(tests of the lean HTTP client's bounds, ``agent_server.backends.lean_http``).
+"""A hostile model server: a real HTTP/1.1 server on loopback whose answers never end, or end
+a byte at a time (tests of the lean HTTP client's bounds, ``agent_server.backends.lean_http``).
 
 ``EndlessServer(kind)`` answers each request on its own connection, in a thread, with one of
-``KINDS``, writing until the client closes the connection:
+``KINDS``, writing until the client closes the connection (the ``drip`` kinds: until their
+answer is written):
 
 - ``json``: ``200``, ``application/json``, a chunked body that never ends;
 - ``declared``: ``200``, ``application/json``, ``Content-Length`` of 1 GiB, the bytes written
@@ -14,9 +15,11 @@
 - ``comments``: an SSE stream of comment lines (64 KiB each) that never ends;
 - ``held``: a valid SSE stream (as ``after_done``) whose body then neither goes on nor ends:
   the connection is held open, silent;
-- ``drip``: the one kind that ends: a valid SSE stream (``DRIP_TEXT`` in three chunks, lines
+- ``drip``: a valid SSE stream (``DRIP_TEXT`` in three chunks, lines
   ending in ``\\r\\n``, one event's data on two ``data:`` lines) written one byte per chunk,
-  each flushed on its own, then the body's end.
+  each flushed on its own, then the body's end;
+- ``drip_error``: ends too: ``400`` with OpenAI's JSON error body (its message
+  ``DRIP_ERROR``), written one byte per chunk 2 ms apart, then the body's end.
 
 ``requests`` counts the requests read; ``finished`` holds, per connection, the bytes written
 before the client closed it (filled once the server's write fails).
@@ -30,9 +33,10 @@ import time
 from typing import Final, Self
 
 KINDS: Final[tuple[str, ...]] = ("json", "declared", "error", "after_done", "line", "comments",
-                                  "held", "drip")
-#: The answer ``drip`` streams.
+                                  "held", "drip", "drip_error")
+#: The answer ``drip`` streams, and the error message ``drip_error`` sends.
 DRIP_TEXT: Final[str] = "go forward"
+DRIP_ERROR: Final[str] = "The model 'm' does not exist."
 _PIECE: Final[bytes] = b"x" * 65536
 _DONE_STREAM: Final[bytes] = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
                               b"data: [DONE]\n\n")
@@ -57,6 +61,8 @@ _HEADS: Final[dict[str, bytes]] = {
                 b"transfer-encoding: chunked\r\n\r\n",
     "held": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n",
+    "drip_error": b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                  b"transfer-encoding: chunked\r\n\r\n",
     "drip": b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n",
 }
@@ -64,6 +70,12 @@ _DRIP_STREAM: Final[bytes] = (
     b': a comment\r\n\r\ndata: {"choices":[{"index":0,"delta":{"content":"go "}}]}\r\n\r\n'
     b'data: {"choices":[{"index":0,\r\ndata: "delta":{"content":"for"}}]}\r\n\r\n'
     b'data: {"choices":[{"index":0,"delta":{"content":"ward"}}]}\r\n\r\ndata: [DONE]\r\n\r\n')
+#: What the ``drip`` kinds write after their head, a byte at a time.
+_DRIPS: Final[dict[str, bytes]] = {
+    "drip": _DRIP_STREAM,
+    "drip_error": (b'{"error": {"message": "' + DRIP_ERROR.encode()
+                   + b'", "type": "invalid_request_error", "code": 400}}'),
+}
 #: What each kind writes after its head, again and again (``after_done`` writes its stream once
 #: first, ``line`` its ``data: `` once first).
 _BODIES: Final[dict[str, bytes]] = {
@@ -126,11 +138,13 @@ class EndlessServer:
                 if self.kind == "held":
                     conn.recv(1)  # silent until the client closes the connection
                     raise ConnectionResetError
-                if self.kind == "drip":
+                if self.kind in _DRIPS:
                     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    for byte in _DRIP_STREAM:
+                    for byte in _DRIPS[self.kind]:
                         conn.sendall(_chunk(bytes([byte])))
                         sent += 1
+                        if self.kind == "drip_error":
+                            time.sleep(0.002)
                     conn.sendall(b"0\r\n\r\n")
                     conn.recv(1)  # until the client closes or sends its next request
                     raise ConnectionResetError

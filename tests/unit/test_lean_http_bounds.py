@@ -21,7 +21,7 @@ from agent_server.backends.lean_http import (
 )
 from agent_server.backends.openai_compat import OpenAICompatBackend
 from moria.config import ClientConfig
-from tests.support.endless_http import DRIP_TEXT, EndlessServer
+from tests.support.endless_http import DRIP_ERROR, DRIP_TEXT, EndlessServer
 from tests.support.waiting import async_wait_until
 
 #: What the kernel may hold of a connection beyond what the client read (its socket buffers
@@ -123,3 +123,12 @@ async def test_a_stream_dripped_one_byte_at_a_time_reads_whole() -> None:
     with EndlessServer("drip") as server:
         out = await _call(_backend(server, stream=True))
     assert out.text == DRIP_TEXT and out.attempts == 1 and server.requests == 1
+
+
+@pytest.mark.asyncio
+async def test_an_error_body_dripped_in_pieces_keeps_its_message() -> None:
+    # the bound on an error body is a bound, not one read: every piece up to it is kept
+    with EndlessServer("drip_error") as server, pytest.raises(BackendError) as info:
+        await _call(_backend(server))
+    assert DRIP_ERROR in str(info.value) and info.value.status == 400
+    assert not info.value.retryable and server.requests == 1
