@@ -73,8 +73,8 @@ STREAM_ERROR = "An error occurred during streaming"
 #: The most bytes of a non-streamed reply body read (a chat completion is kilobytes; one with
 #: every token's logprobs a few megabytes).
 MAX_REPLY_BYTES = 32 * 1024 * 1024
-#: The most bytes of a streamed reply read (a 128k-token stream of vLLM's chunks is about
-#: 32 MB).
+#: The most bytes of a streamed reply read (an estimate of the longest honest stream: 128k
+#: tokens at a couple of hundred bytes per chunk is about 32 MB).
 MAX_STREAM_BYTES = 256 * 1024 * 1024
 #: The most bytes one line of a stream may hold (a chunk's ``data:`` line).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
@@ -265,11 +265,11 @@ def env_proxy(url: str) -> tuple[URL | None, BasicAuth | None]:
     try:
         proxy, auth = get_env_proxy_for_url(target)
     except LookupError:
-        named = getproxies().get(target.scheme)
-        if named is None or (target.host is not None and proxy_bypass(target.host)):
+        listed = getproxies().get(target.scheme)
+        if listed is None or (target.host is not None and proxy_bypass(target.host)):
             return None, None
         # aiohttp drops an https:// proxy (with a log line) and would go direct instead
-        proxy, auth = URL(named), None
+        proxy, auth = URL(listed), None
     except ValueError as exc:  # a proxy variable that yarl cannot parse
         raise ValueError(f"a proxy variable of the environment (HTTP_PROXY, HTTPS_PROXY, ...) "
                          f"is not a URL ({exc}); {advice}") from None
@@ -303,9 +303,8 @@ async def _sse_data(content: aiohttp.StreamReader,
             line = bytes(pending[start:end]).rstrip(b"\r").decode("utf-8", errors="replace")
             start = search = end + 1
             if line:
-                if line.startswith("data:"):
-                    value = line[5:]
-                    lines.append(value[1:] if value.startswith(" ") else value)
+                if (value := _data_field(line)) is not None:
+                    lines.append(value)
                 continue
             if not lines:
                 continue
@@ -317,12 +316,19 @@ async def _sse_data(content: aiohttp.StreamReader,
         del pending[:start]
         if len(pending) > MAX_EVENT_BYTES:
             raise oversize("a line", MAX_EVENT_BYTES)
-    tail = bytes(pending).rstrip(b"\r").decode("utf-8", errors="replace")
-    if tail.startswith("data:"):
-        value = tail[5:]
-        lines.append(value[1:] if value.startswith(" ") else value)
+    tail = _data_field(bytes(pending).rstrip(b"\r").decode("utf-8", errors="replace"))
+    if tail is not None:
+        lines.append(tail)
     if lines and not "\n".join(lines).startswith("[DONE]"):
         yield "\n".join(lines)
+
+
+def _data_field(line: str) -> str | None:
+    """The value of an SSE ``data:`` line (one leading space dropped); None for another line."""
+    if not line.startswith("data:"):
+        return None
+    value = line[5:]
+    return value[1:] if value.startswith(" ") else value
 
 
 async def _read_upto(content: aiohttp.StreamReader, limit: int) -> bytes:
@@ -349,11 +355,6 @@ async def _drain(content: aiohttp.StreamReader, limit: int, wait_s: float) -> No
     """Read and drop what is left of ``content``, at most ``limit`` bytes for at most
     ``wait_s`` seconds: a body read to its end lets its connection be reused; one with more
     left, or not ended in time, is closed when the reply is."""
-    left = limit
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(wait_s):
-            while left > 0:
-                piece = await content.read(left)
-                if not piece:
-                    return
-                left -= len(piece)
+            await _read_upto(content, limit)
