@@ -34,7 +34,6 @@ from benchmarks.workload_a import EPISODES_PER_TASK, run_once
 SHORT, LONG = 1, EPISODES_PER_TASK
 #: Workload A's workers and model latency.
 WORKERS, LATENCY_S = 50, 0.1
-ROLES = ("orchestrator", "policy_server", "env_server")
 
 
 def measure(rounds: int) -> list[dict[str, Any]]:
@@ -59,14 +58,16 @@ def measure(rounds: int) -> list[dict[str, Any]]:
 
 
 def split(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per role (and ``all``): ``fixed_s`` and ``per_step_ms`` from the medians of the short
-    and the long runs, and ``steps`` (the long run's). Raises ValueError without both."""
+    """Per process role (the runs' ``cpu_s_by_process`` keys, sorted) and ``all``:
+    ``fixed_s`` and ``per_step_ms`` from the medians of the short and the long runs, and
+    ``steps`` (the long run's). Raises ValueError without both."""
     by_length = {n: [r for r in runs if r["episodes_per_task"] == n] for n in (SHORT, LONG)}
     if not all(by_length.values()):
         raise ValueError("needs at least one short and one long run")
     steps = {n: statistics.median(r["steps"] for r in rows) for n, rows in by_length.items()}
+    roles = sorted({role for r in runs for role in r["cpu_s_by_process"]})
     figures = {}
-    for role in (*ROLES, "all"):
+    for role in (*roles, "all"):
         cpu = {n: statistics.median(r["cpu_s"] if role == "all"
                                     else r["cpu_s_by_process"].get(role, 0.0) for r in rows)
                for n, rows in by_length.items()}
@@ -81,11 +82,9 @@ def record(rounds: int) -> None:
     before = os.getloadavg()[0]
     figures = split(measure(rounds))
     load = load_span(before)
-    names = {"orchestrator": "orchestrator", "policy_server": "Policy server",
-             "env_server": "Env server", "all": "**all processes**"}
     rows = []
-    for role, name in names.items():
-        f = figures[role]
+    for role, f in figures.items():
+        name = "**all processes**" if role == "all" else role.replace("_", " ")
         spread = 1000 * f["fixed_s"] / f["steps"]
         rows.append([name, f"{f['fixed_s']:.2f}", f"{f['per_step_ms']:.2f}",
                      f"{spread:.2f}", f"{spread + f['per_step_ms']:.2f}"])
