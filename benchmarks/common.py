@@ -3,7 +3,9 @@ them from here, so no suite reaches into another's module)."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -89,8 +91,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def load_span(before: float) -> str:
     """The ``load`` of a result file measured from a 1-minute load average of ``before``
     until now: ``"<before> before, <now> after"``."""
-    import os
-
     return f"{before:.2f} before, {os.getloadavg()[0]:.2f} after"
 
 
@@ -106,9 +106,6 @@ def result_file(name: str, title: str, command: str, load: str, columns: list[st
     """A result file's object in the format ``benchmarks/tables.py`` renders, naming the
     checkout's commit (``git rev-parse --short HEAD``; None outside git), today's UTC date
     and the machine's core count beside ``load`` (the load average as the benchmark saw it)."""
-    import datetime
-    import os
-
     done = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse",
                            "--short", "HEAD"], capture_output=True, text=True, check=False)
     return {"name": name, "title": title, "command": command,
