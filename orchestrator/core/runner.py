@@ -62,7 +62,12 @@ from orchestrator.core.replicas import NoReplicaError, ReplicaSet, env_load, pol
 from orchestrator.core.sinks import EpisodeFilesSink, ProgressSink, TelemetrySink
 from orchestrator.core.stack import LocalStack, local_env_restarts
 from orchestrator.plan.seeds import derive_seed
-from orchestrator.plan.spec import RunSpec, SpecError, local_server_counts
+from orchestrator.plan.spec import (
+    RunSpec,
+    SpecError,
+    local_server_counts,
+    local_server_notes,
+)
 from orchestrator.report.accounting import PriceError, PriceTable, prices_for
 from orchestrator.report.outcome import RunVerdict, verdict_from_summary
 from orchestrator.report.summary import summarize
@@ -156,6 +161,8 @@ async def run_evaluation(spec: RunSpec, *, console: Console | None = None,
         env_vars = server_environment({env: spec.envs.kwargs_for(env)
                                        for env in spec.envs.env_list})
         env_servers, policy_servers = local_server_counts(spec)
+        for note in local_server_notes(spec, (env_servers, policy_servers)):
+            console.print(f"note: {note}", highlight=False, markup=False)
         async with LocalStack(spec.envs.env_list, out / "logs",
                               env_capacity=max(64, spec.eval.num_workers * 2),
                               env_vars=env_vars, env_servers=env_servers,

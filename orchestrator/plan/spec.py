@@ -453,6 +453,40 @@ def local_server_counts(spec: RunSpec, cores: int | None = None) -> tuple[int, i
     return count, 1 if in_process else count
 
 
+def local_server_notes(spec: RunSpec, counts: tuple[int, int],
+                       cores: int | None = None) -> list[str]:
+    """What a user should know about an explicit ``eval.local_servers`` before the local stack
+    starts ``counts`` (env servers, policy servers; ``local_server_counts``'s answer): one line
+    each, empty under ``auto`` (which already fits the cores and loads one copy of a model).
+
+    - more servers than cores (``cores``: ``available_cores()`` unless given): they take turns
+      on the cores rather than run beside each other, and ``auto``'s counts are named;
+    - a model loaded by the policy server itself (``local``, or ``vllm``/``llamacpp`` without
+      ``client.base_url``) with more than one policy server: each loads its own copy."""
+    setting = spec.eval.local_servers
+    if setting == "auto":
+        return []
+    env_servers, policy_servers = counts
+    notes = []
+    cores = cores if cores is not None else available_cores()
+    if env_servers + policy_servers > cores:
+        auto = max(1, cores // 4)
+        notes.append(
+            f"eval.local_servers={setting} starts {env_servers} env server(s) and "
+            f"{policy_servers} policy server(s) on {cores} core(s): they take turns on the "
+            f"cores; eval.local_servers=auto would start {auto} of each")
+    if policy_servers > 1:
+        loaded = [client.client_name for agent, client in spec.seat_configs()
+                  if _runs_model_in_process(agent, client)]
+        if loaded:
+            notes.append(
+                f"eval.local_servers={setting} starts {policy_servers} policy servers and each "
+                f"loads its own copy of the model (client.client_name={loaded[0]} runs it "
+                "inside the policy server): memory for that many copies; "
+                "eval.local_servers=auto keeps one")
+    return notes
+
+
 def load_spec(path: str | Path | None = None, overrides: list[str] | None = None) -> RunSpec:
     """Load a RunSpec from an optional YAML/JSON file plus ``key=value`` overrides.
 

@@ -20,11 +20,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def moria(*args: str, env: dict[str, str] | None = None, timeout: float = 600,
-          ) -> subprocess.CompletedProcess[str]:
-    """Run the CLI in a subprocess (as ``python -m orchestrator.apps.cli``)."""
+          one_core: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a subprocess (as ``python -m orchestrator.apps.cli``); ``one_core``:
+    pinned to one of this process's cores (``sched_setaffinity``), as on a 1-core machine."""
+    pin = None
+    if one_core:
+        core = min(os.sched_getaffinity(0))
+        def pin() -> None:
+            os.sched_setaffinity(0, {core})
     return subprocess.run([sys.executable, "-m", "orchestrator.apps.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {}), "COLUMNS": "200"})
+                          env={**os.environ, **(env or {}), "COLUMNS": "200"},
+                          preexec_fn=pin)
 
 
 def test_oracle_eval_reaches_95_and_resumes(tmp_path: Path) -> None:
@@ -51,14 +58,21 @@ def test_oracle_eval_reaches_95_and_resumes(tmp_path: Path) -> None:
     assert json.loads(steps[0])["type"] == "step"
     assert len((out / f"{run_id}_episodes.jsonl").read_text().splitlines()) == 25
 
-    # resume: delete two episodes, rerun, only those two run again with the same seeds
+    # resume: delete two episodes, rerun, only those two run again with the same seeds; this
+    # time on two env servers and two policy servers pinned to one core, which is said
     removed = sorted((out / "babyai" / "BabyAI-MixedTrainLocal-v0__open").glob("*_run_0[12].json"))
     seeds = [json.loads(p.read_text())["seed"] for p in removed]
     for p in removed:
         p.unlink()
     again = moria("eval", "envs.names=babyai", "agent.type=oracle",
-                  "eval.num_episodes.babyai=5", f"eval.output_dir={out}", "--no-progress")
+                  "eval.num_episodes.babyai=5", f"eval.output_dir={out}", "--no-progress",
+                  "eval.local_servers=2", one_core=True)
     assert again.returncode == 0, again.stderr
+    assert ("note: eval.local_servers=2 starts 2 env server(s) and 2 policy server(s) on 1 "
+            "core(s): they take turns on the cores; eval.local_servers=auto would start 1 of "
+            "each") in " ".join(again.stderr.split()), again.stderr
+    for second in ("env_server-2.log", "agent_server-2.log"):
+        assert (out / "logs" / second).is_file(), sorted((out / "logs").iterdir())
     assert "ran 2 episode(s), 23 already done" in again.stderr
     assert [json.loads(p.read_text())["seed"] for p in removed] == seeds
 

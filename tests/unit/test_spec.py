@@ -226,3 +226,34 @@ def test_local_servers_auto_takes_a_quarter_of_the_cores_each() -> None:
     assert local_server_counts(served, cores=16) == (4, 4)
     # ... unless no seat calls a model
     assert local_server_counts(load_spec(None, ["agent.type=oracle"]), cores=16) == (4, 4)
+
+
+def test_an_explicit_local_servers_count_is_explained_when_it_exceeds_the_cores() -> None:
+    from orchestrator.plan.spec import local_server_counts, local_server_notes
+
+    three = load_spec(None, ["eval.local_servers=3", "agent.type=oracle"])
+    counts = local_server_counts(three, cores=4)
+    assert local_server_notes(three, counts, cores=4) == [
+        "eval.local_servers=3 starts 3 env server(s) and 3 policy server(s) on 4 core(s): "
+        "they take turns on the cores; eval.local_servers=auto would start 1 of each"]
+    assert local_server_notes(three, counts, cores=6) == []
+    # auto fits the cores by construction: nothing to say
+    auto = load_spec(None, ["agent.type=oracle"])
+    assert local_server_notes(auto, local_server_counts(auto, cores=1), cores=1) == []
+
+
+def test_an_explicit_local_servers_count_names_the_copies_of_an_in_process_model() -> None:
+    from orchestrator.plan.spec import local_server_counts, local_server_notes
+
+    local = load_spec(None, ["eval.local_servers=2", "client.client_name=local"])
+    notes = local_server_notes(local, local_server_counts(local, cores=64), cores=64)
+    assert notes == [
+        "eval.local_servers=2 starts 2 policy servers and each loads its own copy of the model "
+        "(client.client_name=local runs it inside the policy server): memory for that many "
+        "copies; eval.local_servers=auto keeps one"]
+    # a served model is reached over HTTP: no copy per server
+    served = load_spec(None, ["eval.local_servers=2", "client.client_name=vllm",
+                              "client.base_url=http://gpu:8000/v1"])
+    assert local_server_notes(served, local_server_counts(served, cores=64), cores=64) == []
+    one = load_spec(None, ["eval.local_servers=1", "client.client_name=local"])
+    assert local_server_notes(one, local_server_counts(one, cores=64), cores=64) == []
