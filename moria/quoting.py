@@ -47,6 +47,15 @@ def quote(text: object, limit: int = MAX_QUOTE_CHARS) -> str:
     return f"{quoted}… (+{len(value) - len(shown)} chars)"
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first ``limit`` followed
+    by a line counting the rest (``[… 1,234 more characters cut]``). Unlike ``quote`` no
+    escaping: for text shown or stored as text (a page escapes it itself)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[… {len(text) - limit:,} more characters cut]"
+
+
 def quote_names(names: Iterable[object], limit: int = MAX_NAMES,
                 name_chars: int = MAX_NAME_CHARS) -> str:
     """The first ``limit`` of ``names``, each quoted (``quote`` with ``name_chars``), joined

@@ -53,11 +53,20 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+#: How many characters of a step's model- or env-written text (``observation``,
+#: ``raw_completion``, ``reasoning``) a record keeps; the rest is cut with a line counting it
+#: (``moria.quoting.cut``). Far above what a model writes within ``max_tokens`` (about 4
+#: characters a token) or a game shows; it keeps a server that ignores ``max_tokens`` or answers
+#: megabytes from filling the disk, and an episode file within what ``moria.results`` reads.
+MAX_RECORDED_TEXT_CHARS: Final[int] = 256 * 1024
+
+
 class StepRecord(_Record):
     """One agent turn: what the agent saw, what it answered and what the env applied.
 
     ``observation`` is the long-term text the agent saw before acting, followed by the short-term
-    context if any. ``raw_completion`` is the model's full output; ``action`` the action the env
+    context if any. ``raw_completion`` is the model's full output; these two and ``reasoning``
+    are kept to ``MAX_RECORDED_TEXT_CHARS`` characters each. ``action`` the action the env
     actually applied (the env's default action when the output held no valid one, in which case
     ``valid`` is False). ``feedback`` is the env's word on the action as the player is shown it
     at its next turn (why an answer was invalid; "" when there is none, or when

@@ -47,7 +47,8 @@ from moria.observations import observation_text
 from moria.policy.v1 import policy_service_pb2 as pol_pb
 from moria.policy_config import agent_settings, client_settings
 from moria.prompting import protocol_dict
-from moria.records import EndReason, EpisodeRecord, StepRecord
+from moria.quoting import cut
+from moria.records import MAX_RECORDED_TEXT_CHARS, EndReason, EpisodeRecord, StepRecord
 from orchestrator.core.gate import RunGate
 from orchestrator.report.accounting import add_usage
 from orchestrator.store.frames import FrameRecorder
@@ -502,22 +503,24 @@ async def _save_frame(driver: EpisodeDriver, frames: FrameRecorder) -> None:
 def failed_candidate(turn: Turn) -> str:
     """What ``failed_candidates`` keeps of a turn the env judged invalid: under BALROG's
     protocol the answer the checkout's agent extracted (what BALROG's evaluator keeps), else
-    the model's raw completion."""
+    the model's raw completion; cut to ``MAX_RECORDED_TEXT_CHARS`` as the step's texts are."""
     if turn.seat.protocol.get("name") == "balrog":
-        return turn.act.action.text
-    return turn.act.raw_completion or turn.act.action.text
+        return cut(turn.act.action.text, MAX_RECORDED_TEXT_CHARS)
+    return cut(turn.act.raw_completion or turn.act.action.text, MAX_RECORDED_TEXT_CHARS)
 
 
 def _step_record(turn: Turn) -> StepRecord:
-    """The trajectory record of one applied turn."""
+    """The trajectory record of one applied turn (its texts cut to
+    ``MAX_RECORDED_TEXT_CHARS`` each)."""
     act, result = turn.act, turn.result
     assert result is not None
     return StepRecord(
         step=turn.step, agent_id=turn.seat.agent_id,
-        observation=observation_text(turn.observation),
-        raw_completion=act.raw_completion or act.action.text,
+        observation=cut(observation_text(turn.observation), MAX_RECORDED_TEXT_CHARS),
+        raw_completion=cut(act.raw_completion or act.action.text, MAX_RECORDED_TEXT_CHARS),
         action=result.action_result.applied_action.text,
-        valid=result.action_result.valid, feedback=turn.feedback, reasoning=act.reasoning,
+        valid=result.action_result.valid, feedback=turn.feedback,
+        reasoning=cut(act.reasoning, MAX_RECORDED_TEXT_CHARS),
         reward=result.reward, done=result.terminated or result.truncated,
         progression=turn.progression,
         input_tokens=act.usage.input_tokens, output_tokens=act.usage.output_tokens,

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from moria.quoting import cut
 from moria.records import EpisodeRecord
 from moria.results import EPISODE_GLOB, ResultsError, Run, load_run
 from orchestrator.report.accounting import PriceTable, load_prices
@@ -51,9 +52,7 @@ class NotFound(LookupError):
 
 
 def _cut(text: str) -> str:
-    if len(text) <= MAX_TEXT_CHARS:
-        return text
-    return f"{text[:MAX_TEXT_CHARS]}\n[… {len(text) - MAX_TEXT_CHARS:,} more characters cut]"
+    return cut(text, MAX_TEXT_CHARS)
 
 
 @dataclass
