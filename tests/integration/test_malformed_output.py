@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.core.episode import EpisodePlan, run_episode
-from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import load_spec
 from tests.support.providers import PROVIDERS, TEST_KEY, Provider
-from tests.support.servers import env_server, policy_server
+from tests.support.servers import play_one_episode
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
@@ -20,12 +18,7 @@ async def test_malformed_output_gives_default_action_and_feedback(
     with provider.start("I like turtles") as server:
         spec = load_spec(None, [*provider.overrides(server.base_url), "client.max_retries=0",
                                 "eval.max_steps_per_episode=2"])
-        async with env_server() as env, policy_server() as pol:
-            plan = EpisodePlan(run_id="m", env="babyai", task="BabyAI-MixedTrainLocal-v0/goto",
-                               episode_index=0, seed=3, env_target=env.target,
-                               policy_target=pol.target)
-            record = await run_episode(plan, episode_config(spec, plan.env, plan.task,
-                                                            plan.seed))
+        record = await play_one_episode(spec, "babyai", "BabyAI-MixedTrainLocal-v0/goto", 3)
         requests = [r.json for r in server.requests if r.json is not None]
     assert record.end_reason == "truncated"
     assert [(s.action, s.valid) for s in record.steps] == [("go forward", False)] * 2

@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 
 from moria.records import MAX_RECORDED_TEXT_CHARS
-from orchestrator.core.episode import EpisodePlan, run_episode
-from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import load_spec
 from orchestrator.store.episodes import write_episode
 from tests.support.fake_openai import FakeOpenAI
-from tests.support.servers import env_server, policy_server
+from tests.support.servers import play_one_episode
 
 #: One answer: a valid action after about four times the recorded bound of filler.
 FILLER = "turtles " * (MAX_RECORDED_TEXT_CHARS // 2)
@@ -25,12 +23,7 @@ async def test_a_huge_answer_is_recorded_cut_and_counted(tmp_path: Path) -> None
         spec = load_spec(None, ["client.client_name=vllm", f"client.base_url={server.base_url}",
                                 "client.model_id=fake", "client.max_retries=0",
                                 "eval.max_steps_per_episode=2"])
-        async with env_server() as env, policy_server() as pol:
-            plan = EpisodePlan(run_id="big", env="babyai", task="BabyAI-MixedTrainLocal-v0/goto",
-                               episode_index=0, seed=3, env_target=env.target,
-                               policy_target=pol.target)
-            record = await run_episode(plan, episode_config(spec, plan.env, plan.task,
-                                                            plan.seed))
+        record = await play_one_episode(spec, "babyai", "BabyAI-MixedTrainLocal-v0/goto", 3)
     assert record.end_reason == "truncated" and len(record.steps) == 2
     rest = len(answer) - MAX_RECORDED_TEXT_CHARS
     for step in record.steps:

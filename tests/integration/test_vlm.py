@@ -14,11 +14,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from orchestrator.core.episode import EpisodePlan, run_episode
-from orchestrator.core.episode_config import episode_config
 from orchestrator.plan.spec import load_spec
 from tests.support.providers import PROVIDERS, TEST_KEY, Provider
-from tests.support.servers import env_server, policy_server
+from tests.support.servers import play_one_episode
 
 TASKS = {"babyai": "BabyAI-MixedTrainLocal-v0/goto", "crafter": "default"}
 
@@ -34,11 +32,7 @@ async def _play(provider: Provider, env: str, reply: str, steps: int, *overrides
     with provider.start(reply) as server:
         spec = load_spec(None, [*provider.overrides(server.base_url), "client.max_retries=0",
                                 f"eval.max_steps_per_episode={steps}", *overrides])
-        async with env_server((env,)) as env_srv, policy_server() as pol:
-            plan = EpisodePlan(run_id="vlm", env=env, task=TASKS[env], episode_index=0,
-                               seed=5, env_target=env_srv.target, policy_target=pol.target)
-            record = await run_episode(plan, episode_config(spec, plan.env, plan.task,
-                                                            plan.seed))
+        record = await play_one_episode(spec, env, TASKS[env], 5, run_id="vlm")
         requests = [r.json for r in server.requests if r.json is not None]
     assert record.end_reason == "truncated" and record.num_steps == steps
     return requests

@@ -109,3 +109,17 @@ async def start_orchestrator(state_dir: Any, **kwargs: Any) -> tuple[MoriaServer
         address="127.0.0.1:0", drain=drain, grace_s=1.0, request_limits=ORCHESTRATOR_LIMITS)
     await server.start()
     return server, servicer
+
+
+async def play_one_episode(spec: Any, env: str, task: str, seed: int, *,
+                           run_id: str = "test") -> Any:
+    """One episode of ``env``'s ``task`` at ``seed`` under ``spec`` (a ``RunSpec``), played by
+    ``run_episode`` against an Env server and a Policy server started here for it; returns
+    its ``EpisodeRecord``."""
+    from orchestrator.core.episode import EpisodePlan, run_episode
+    from orchestrator.core.episode_config import episode_config
+
+    async with env_server((env,)) as env_srv, policy_server() as pol:
+        plan = EpisodePlan(run_id=run_id, env=env, task=task, episode_index=0, seed=seed,
+                           env_target=env_srv.target, policy_target=pol.target)
+        return await run_episode(plan, episode_config(spec, env, task, seed))
