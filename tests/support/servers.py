@@ -13,7 +13,7 @@ from moria.env.v1 import env_service_pb2, env_service_pb2_grpc
 from moria.grpc_defaults import MAX_MESSAGE_BYTES
 from moria.policy.v1 import policy_service_pb2, policy_service_pb2_grpc
 from moria.security import ServerSecurity
-from moria.server import Drain, MoriaServer
+from moria.server import DEFAULT_IDLE_TIMEOUT_S, Drain, MoriaServer
 from moria.server_files import ServerFiles
 
 #: What the local stack's servers take (``moria eval`` starts them with ``--client-paths`` on a
@@ -75,8 +75,8 @@ async def policy_server(*, capacity: int = 64, security: ServerSecurity | None =
 
     drain = Drain()
     servicer = PolicyServicer(drain=drain, capacity=capacity, files=files,
-                              **({} if idle_timeout_s is None
-                                 else {"idle_timeout_s": idle_timeout_s}))
+                              idle_timeout_s=(DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None
+                                              else idle_timeout_s))
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
         [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],
