@@ -40,7 +40,7 @@ import logging
 from typing import Any
 
 import anthropic
-from anthropic import AsyncAnthropic
+from anthropic import DEFAULT_CONNECTION_LIMITS, AsyncAnthropic, DefaultAsyncHttpxClient
 
 from agent_server.backends.base import (
     STOP_BLOCKED,
@@ -55,6 +55,7 @@ from agent_server.backends.base import (
     GenerateParams,
     TokenUsage,
     merge_consecutive_roles,
+    pool_limits,
 )
 from agent_server.backends.retry import (
     Redactor,
@@ -270,7 +271,9 @@ class AnthropicBackend(Backend):
         if base_url and base_url.endswith("/v1"):
             base_url = base_url[: -len("/v1")]
         self._sdk = AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=client.timeout
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=client.timeout,
+            http_client=DefaultAsyncHttpxClient(
+                limits=pool_limits(DEFAULT_CONNECTION_LIMITS, client.max_concurrency)),
         )
         self._warned: set[str] = set()
 

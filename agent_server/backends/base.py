@@ -154,6 +154,19 @@ class Backend(abc.ABC):
         raise BackendError(f"{self.name}: no OpenAI SDK call to make", provider=self.name)
 
 
+def pool_limits(limits: Any, max_concurrency: int) -> Any:
+    """A copy of an official SDK's httpx ``Limits`` (its ``DEFAULT_CONNECTION_LIMITS``: 1,000
+    connections) whose connection cap is at least ``max_concurrency``, its keep-alive pool and
+    expiry kept. ``client.max_concurrency`` (``ConcurrencyLimited``) is the one cap on a
+    backend's calls in flight: a connection pool capped under it would hold calls back without
+    a word. A number, not "no cap": the SDKs' aiohttp transport reads a missing cap as
+    aiohttp's own default of 100."""
+    cap = limits.max_connections
+    return type(limits)(max_connections=max(cap or 0, max_concurrency),
+                        max_keepalive_connections=limits.max_keepalive_connections,
+                        keepalive_expiry=limits.keepalive_expiry)
+
+
 class ConcurrencyLimited(Backend):
     """A backend with at most ``limit`` calls in flight (``client.max_concurrency`` per
     endpoint); further calls wait their turn on an ``asyncio.Semaphore``. ``in_flight`` and

@@ -66,8 +66,6 @@ from agent_server.backends.retry import (
     error_message,
 )
 
-#: The most connections the session opens at once (the SDK's own limit).
-MAX_CONNECTIONS = 1000
 #: What the SDK says for an error event in a stream that carries no message.
 STREAM_ERROR = "An error occurred during streaming"
 #: The most bytes of a non-streamed reply body read (a chat completion is kilobytes; one with
@@ -128,7 +126,9 @@ class LeanSender:
                 raise ClientSetupError(f"{self._provider}: {exc}",
                                        provider=self._provider) from None
             session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
+                # no cap on connections: client.max_concurrency (ConcurrencyLimited) is the
+                # one cap on calls in flight, and a pool capped under it would hold calls back
+                connector=aiohttp.TCPConnector(limit=0),
                 timeout=aiohttp.ClientTimeout(total=None, connect=self._timeout_s,
                                               sock_read=self._timeout_s),
                 headers={"Authorization": f"Bearer {self._api_key}",

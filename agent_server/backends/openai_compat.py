@@ -267,7 +267,8 @@ class OpenAICompatBackend(Backend):
 
         return SDKSender(api_key=self._api_key, base_url=self._base_url,
                          timeout=self._client_cfg.timeout, provider=self.name,
-                         redact=self._redact, key_env=self._key_env)
+                         redact=self._redact, key_env=self._key_env,
+                         max_concurrency=self._client_cfg.max_concurrency)
 
     @property
     def base_url(self) -> str:

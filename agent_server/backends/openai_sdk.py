@@ -14,6 +14,7 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
 
+from agent_server.backends.base import pool_limits
 from agent_server.backends.retry import classify_sdk_error, classify_status, error_message
 
 
@@ -23,11 +24,15 @@ class SDKSender:
     kind = "sdk"
 
     def __init__(self, *, api_key: str, base_url: str | None, timeout: float, provider: str,
-                 redact: Callable[[str], str], key_env: str | None = None) -> None:
-        """``base_url``: None means the SDK's default (OpenAI's API)."""
+                 redact: Callable[[str], str], key_env: str | None = None,
+                 max_concurrency: int = 1) -> None:
+        """``base_url``: None means the SDK's default (OpenAI's API); ``max_concurrency``: the
+        calls in flight the backend allows (``client.max_concurrency``), which the SDK's
+        connection pool holds at least (``pool_limits``)."""
         self.sdk = AsyncOpenAI(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout,
-            http_client=DefaultAioHttpClient(),
+            http_client=DefaultAioHttpClient(
+                limits=pool_limits(openai.DEFAULT_CONNECTION_LIMITS, max_concurrency)),
         )
         self.base_url = str(self.sdk.base_url)
         self._timeout_s = timeout

@@ -5,17 +5,26 @@ one endpoint."""
 from __future__ import annotations
 
 import asyncio
+import resource
 import threading
 
 import pytest
 
-from agent_server.backends.base import Backend, ConcurrencyLimited
+from agent_server.backends import create_backend
+from agent_server.backends.base import (
+    Backend,
+    ChatMessage,
+    ConcurrencyLimited,
+    GenerateParams,
+)
 from moria.clients import PolicyClient
 from moria.codecs import struct_from_dict
 from moria.common.v1 import types_pb2
 from moria.config import AgentConfig, ClientConfig, policy_config_dict
 from moria.policy.v1 import policy_service_pb2 as pol_pb
+from orchestrator.plan.spec import load_spec
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.providers import ANTHROPIC, GEMINI, OPENAI, TEST_KEY, Provider
 from tests.support.servers import policy_server
 from tests.support.waiting import async_wait_until
 
@@ -120,3 +129,44 @@ async def test_a_backend_is_built_once_off_the_event_loop(
     assert all(b is shared[0] for b in shared)
     assert len(built_on) == 1 and built_on[0] is not threading.current_thread()
     await servicer.aclose()
+
+
+#: More calls in flight than the official SDKs' default connection pools hold (1,000).
+ABOVE_POOL = 1_010
+
+
+@pytest.mark.parametrize(("provider", "extra"), [
+    (OPENAI, []), (OPENAI, ["client.http_client=sdk"]), (ANTHROPIC, []), (GEMINI, [])],
+    ids=["openai-compatible-lean", "openai-compatible-sdk", "anthropic", "gemini"])
+async def test_every_call_max_concurrency_allows_is_in_flight_at_once(
+        provider: Provider, extra: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``client.max_concurrency`` is the one cap on a backend's calls in flight: no
+    connection pool of an HTTP client under it holds calls back. The server answers no call
+    until ``ABOVE_POOL`` have arrived, so a pool that keeps some back breaks the barrier."""
+    if provider.key_env:
+        monkeypatch.setenv(provider.key_env, TEST_KEY)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 4 * ABOVE_POOL  # both ends of each connection, and room for the rest
+    assert hard >= needed, f"this test needs {needed} open files; the hard limit is {hard}"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    arrived = threading.Barrier(ABOVE_POOL, timeout=30)
+
+    def reply(_request: object) -> str:
+        arrived.wait()  # BrokenBarrierError (an answer 500) when fewer calls ever arrive
+        return "go forward"
+
+    try:
+        with provider.start(reply) as server:
+            client = load_spec(None, [*provider.overrides(server.base_url), *extra,
+                                      f"client.max_concurrency={ABOVE_POOL}",
+                                      "client.max_retries=0", "client.timeout=120"]).client
+            backend = create_backend(client)
+            try:
+                completions = await asyncio.gather(*(
+                    backend.complete([ChatMessage("user", "go")], GenerateParams(max_tokens=8))
+                    for _ in range(ABOVE_POOL)))
+            finally:
+                await backend.aclose()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [c.text for c in completions] == ["go forward"] * ABOVE_POOL
