@@ -674,8 +674,9 @@ async def _note_peer_caps(spec: RunSpec, targets: tuple[dict[str, list[str]], li
         if share < spec.eval.num_workers:
             console.print(
                 f"note: eval.num_workers={spec.eval.num_workers} but the {role} let this "
-                f"client hold at most {share} at once (their --max-sessions-per-peer / "
-                "--max-streams-per-peer); episodes beyond that wait for a slot", highlight=False)
+                f"client hold at most {share} at once (their --capacity, or their "
+                "--max-sessions-per-peer / --max-streams-per-peer); episodes beyond that wait "
+                "for a slot", highlight=False)
 
 
 def _write_run_metadata(out: Path, run_id: str, spec: RunSpec, versions: dict[str, str]) -> None:

@@ -36,6 +36,13 @@ from moria.clients import check_health
 
 log = logging.getLogger("moria.stack")
 
+#: The Play streams each of the stack's agent servers takes at once. They serve this run alone
+#: on a private socket, so their capacity must never be what holds an episode back: the run's
+#: ``eval.num_workers`` bounds its episodes, and each opens one stream per seat a policy plays
+#: (a Melting Pot substrate has as many seats as its roles). The servers' own default (256)
+#: guards a deployed server shared by many clients.
+PRIVATE_POLICY_CAPACITY = 1 << 20
+
 #: The families whose games run in worker processes by default (``isolation = "process"`` in
 #: env_server; a test checks the two lists agree, as the orchestrator may not import
 #: env_server): NLE and MiniHack for crash isolation, TextWorld because it is not thread-safe.
@@ -188,7 +195,8 @@ class LocalStack:
                             self.env_vars)
             for i in range(self.policy_server_count):
                 self._spawn("agent_server", i,
-                            ["--client-paths", "--max-streams-per-peer", "0"])
+                            ["--capacity", str(PRIVATE_POLICY_CAPACITY), "--client-paths",
+                             "--max-streams-per-peer", "0"])
             await asyncio.gather(*(self._wait_healthy(c) for c in self.children))
         except BaseException:
             self.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import io
 import json
 import os
 import signal
@@ -15,18 +16,20 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from moria.clients import EnvClient, check_health
+from moria.clients import EnvClient, PolicyClient, check_health
 from orchestrator.core import runner
 from orchestrator.core.events import RunEvent
 from orchestrator.core.stack import (
     INLINE_WHEN_RESTARTING,
     LOCAL_ENV_RESTARTS,
+    PRIVATE_POLICY_CAPACITY,
     PROCESS_FAMILIES,
     LocalStack,
     StackError,
     local_env_restarts,
 )
 from orchestrator.plan.spec import EndpointsConfig, load_spec
+from tests.support.servers import env_server, policy_server
 
 
 async def test_two_env_and_two_policy_servers_answer_and_each_plays_episodes(
@@ -60,6 +63,40 @@ async def test_two_env_and_two_policy_servers_answer_and_each_plays_episodes(
     assert outcome.ran == 10 and outcome.verdict is not None and outcome.verdict.succeeded
     assert {e["env_server"] for e in started} == set(stack.env_targets)
     assert {e["policy_server"] for e in started} == set(stack.policy_targets)
+
+
+async def _run_on(env_targets: list[str], policy_targets: list[str], out: Path,
+                  workers: int, episodes_per_task: int) -> tuple[int, str]:
+    """A random-agent BabyAI run of 3-step episodes on these servers: (episodes run, what it
+    printed)."""
+    printed = io.StringIO()
+    spec = load_spec(None, ["agent.type=random", f"eval.num_episodes.babyai={episodes_per_task}",
+                            f"eval.num_workers={workers}", "eval.max_steps_per_episode=3",
+                            f"eval.output_dir={out}"])
+    spec.endpoints = EndpointsConfig(env={"babyai": env_targets}, policy=policy_targets)
+    outcome = await runner.run_evaluation(spec, console=Console(file=printed, width=400),
+                                          show_progress=False)
+    assert outcome.verdict is not None and outcome.verdict.succeeded, printed.getvalue()
+    return outcome.ran, printed.getvalue()
+
+
+async def test_the_stacks_policy_servers_never_hold_the_runs_episodes_back(
+        tmp_path: Path) -> None:
+    """More episodes at once than a policy server's default capacity (256): the local stack's
+    servers take them all, where a server of small capacity makes the run say it waits."""
+    async with LocalStack(["babyai"], tmp_path / "logs", env_capacity=1024) as stack:
+        info = await PolicyClient(stack.policy_target).get_info()
+        assert (info.capacity, info.peer_capacity) == (PRIVATE_POLICY_CAPACITY,) * 2
+        ran, printed = await _run_on(stack.env_targets, stack.policy_targets,
+                                     tmp_path / "wide", workers=300, episodes_per_task=60)
+    assert ran == 300 and "note:" not in printed, printed
+    async with env_server(capacity=64) as env, policy_server(capacity=8) as pol:
+        ran, printed = await _run_on([env.target], [pol.target], tmp_path / "narrow",
+                                     workers=16, episodes_per_task=4)
+    assert ran == 20
+    assert ("note: eval.num_workers=16 but the policy servers let this client hold at most 6 "
+            "at once (their --capacity, or their --max-sessions-per-peer / "
+            "--max-streams-per-peer); episodes beyond that wait for a slot") in printed, printed
 
 
 def test_counts_and_the_isolate_flag() -> None:
