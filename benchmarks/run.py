@@ -3,9 +3,10 @@
 
 1. BabyAI steps/s, oracle policy (playing ``expert_action``): in-process vs through the Env
    server over loopback gRPC, with 1 session and with 16 concurrent sessions.
-2. 64 concurrent episodes against a chat-completions server that answers after a fixed 100 ms,
-   through the full stack (this process as orchestrator -> Policy server process -> HTTP server
-   process; Env server process), compared with the ideal wall time (longest episode x 100 ms).
+2. 64 concurrent episodes against chat-completions servers that answer after a fixed 100 ms,
+   through the local stack as ``moria eval`` sizes it (``benchmarks/concurrent_episodes.py``:
+   this process as orchestrator -> Policy server processes -> HTTP server processes; Env server
+   processes), compared with the ideal wall time (longest episode x 100 ms).
 
 3. NetHack families (``benchmarks/nethack.py``): MiniHack and NLE steps/s raw, with text, and
    through the Env server; memory per session; sessions per server at the default capacity.
@@ -50,14 +51,14 @@ import asyncio
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import announced_url, oracle_episode
+from benchmarks import concurrent_episodes
+from benchmarks.common import oracle_episode
 from benchmarks.rounds import alternate, median, spread
 from moria import aio
 
@@ -119,45 +120,6 @@ async def remote_steps_per_s(total_steps: int, sessions: int) -> float:
             done = await asyncio.gather(*(_remote_worker(stack.env_target, per, i)
                                           for i in range(sessions)))
             return sum(done) / (time.perf_counter() - start)
-
-
-async def concurrent_episodes(episodes: int, latency_s: float) -> dict[str, Any]:
-    """Wall time of ``episodes`` concurrent episodes against a fixed-latency chat server."""
-    from orchestrator.core.episode import EpisodePlan, run_episode
-    from orchestrator.core.episode_config import episode_config
-    from orchestrator.core.stack import LocalStack
-    from orchestrator.plan.spec import load_spec
-
-    fake = subprocess.Popen([sys.executable, "-m", "tests.support.fake_openai", "--port", "0",
-                             "--latency", str(latency_s), "--reply", "turn left"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        base_url = announced_url(fake)
-        spec = load_spec(None, ["client.client_name=vllm",
-                                f"client.base_url={base_url}",
-                                "client.model_id=fake", "client.max_retries=0",
-                                f"eval.num_workers={episodes}"])
-        with tempfile.TemporaryDirectory() as logs:
-            async with LocalStack(["babyai"], Path(logs), env_capacity=episodes) as stack:
-                plans = [EpisodePlan(run_id="bench", env="babyai", task=TASK, episode_index=i,
-                                     seed=i, env_target=stack.env_target,
-                                     policy_target=stack.policy_target)
-                         for i in range(episodes)]
-                configs = [episode_config(spec, p.env, p.task, p.seed) for p in plans]
-                slots = asyncio.Semaphore(episodes)
-                start = time.perf_counter()
-                records = await asyncio.gather(*(run_episode(p, c, model_slots=slots)
-                                                 for p, c in zip(plans, configs, strict=True)))
-                wall = time.perf_counter() - start
-    finally:
-        fake.terminate()
-        fake.wait(timeout=10)
-    calls = sum(r.num_steps for r in records)
-    longest = max(r.num_steps for r in records)
-    ideal = longest * latency_s
-    return {"episodes": episodes, "latency_s": latency_s, "model_calls": calls,
-            "longest_episode_steps": longest, "wall_s": round(wall, 3),
-            "ideal_s": round(ideal, 3), "wall_over_ideal": round(wall / ideal, 3)}
 
 
 def main() -> None:
@@ -264,7 +226,7 @@ def babyai_figures(args: argparse.Namespace) -> dict[str, Any]:
     """The BabyAI throughput figures (``args.rounds`` alternated rounds, medians with each
     round's ratio beside them) and the concurrent-episode figure."""
     rows = alternate(lambda: _babyai_round(args.steps), args.rounds)
-    episodes = aio.run(concurrent_episodes(args.episodes, args.latency))
+    episodes = aio.run(concurrent_episodes.run(args.episodes, args.latency))
     return {
         "babyai_oracle_steps_per_s": {
             "rounds": args.rounds,
