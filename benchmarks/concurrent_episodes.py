@@ -89,13 +89,16 @@ async def run(episodes: int, latency_s: float) -> dict[str, Any]:
                        for i, p in enumerate(plans)]
             slots = asyncio.Semaphore(episodes)
             start = time.perf_counter()
-            records = await asyncio.gather(*(run_episode(p, c, model_slots=slots)
-                                             for p, c in zip(plans, configs, strict=True)))
+            outcomes = await asyncio.gather(*(run_episode(p, c, model_slots=slots)
+                                              for p, c in zip(plans, configs, strict=True)),
+                                            return_exceptions=True)
             wall = time.perf_counter() - start
-    failed = [r.end_reason for r in records if r.end_reason not in ("terminated", "truncated")]
+    failed = [_failure(o) for o in outcomes
+              if isinstance(o, BaseException) or o.end_reason not in ("terminated", "truncated")]
     if failed:
-        raise RuntimeError(f"{len(failed)} of {episodes} episodes failed ({failed[0]}): the "
-                           "figure would not be the stack's")
+        raise RuntimeError(f"{len(failed)} of {episodes} episodes failed (the first: "
+                           f"{failed[0]}): the figure would not be the stack's")
+    records = [o for o in outcomes if not isinstance(o, BaseException)]
     calls = sum(r.num_steps for r in records)
     longest = max(r.num_steps for r in records)
     ideal = longest * latency_s
@@ -103,6 +106,16 @@ async def run(episodes: int, latency_s: float) -> dict[str, Any]:
             "env_servers": env_servers, "policy_servers": policy_servers,
             "model_calls": calls, "longest_episode_steps": longest, "wall_s": round(wall, 3),
             "ideal_s": round(ideal, 3), "wall_over_ideal": round(wall / ideal, 3)}
+
+
+def _failure(outcome: Any) -> str:
+    """What went wrong with one episode: an exception (its type, the server it names when an
+    ``InfrastructureFault``, its message) or a record's end reason and error."""
+    if isinstance(outcome, BaseException):
+        server = getattr(outcome, "server", "")
+        where = f" from the {server} server" if server else ""
+        return f"{type(outcome).__name__}{where}: {outcome}"
+    return f"{outcome.end_reason}: {outcome.error}"
 
 
 def record(counts: list[int], latency_s: float) -> Path:
