@@ -25,7 +25,7 @@ class SDKSender:
 
     def __init__(self, *, api_key: str, base_url: str | None, timeout: float, provider: str,
                  redact: Callable[[str], str], key_env: str | None = None,
-                 max_concurrency: int = 1) -> None:
+                 max_concurrency: int) -> None:
         """``base_url``: None means the SDK's default (OpenAI's API); ``max_concurrency``: the
         calls in flight the backend allows (``client.max_concurrency``), which the SDK's
         connection pool holds at least (``pool_limits``)."""

@@ -443,11 +443,15 @@ def local_server_counts(spec: RunSpec, cores: int | None = None) -> tuple[int, i
     Either way no more of either than ``eval.num_workers`` (episodes in flight): a server
     with no episode costs its start and its memory for nothing."""
     setting = spec.eval.local_servers
-    workers = spec.eval.num_workers
     if setting != "auto":
-        count = min(int(setting), workers)
+        count = min(int(setting), spec.eval.num_workers)
         return count, count
-    count = max(1, min((cores if cores is not None else available_cores()) // 4, workers))
+    return _auto_server_counts(spec, cores if cores is not None else available_cores())
+
+
+def _auto_server_counts(spec: RunSpec, cores: int) -> tuple[int, int]:
+    """``local_server_counts`` under ``auto`` on ``cores`` cores."""
+    count = max(1, min(cores // 4, spec.eval.num_workers))
     in_process = any(_runs_model_in_process(agent, client)
                      for agent, client in spec.seat_configs())
     return count, 1 if in_process else count
@@ -470,11 +474,11 @@ def local_server_notes(spec: RunSpec, counts: tuple[int, int],
     notes = []
     cores = cores if cores is not None else available_cores()
     if env_servers + policy_servers > cores:
-        auto = max(1, cores // 4)
+        auto_env, auto_policy = _auto_server_counts(spec, cores)
         notes.append(
             f"eval.local_servers={setting} starts {env_servers} env server(s) and "
             f"{policy_servers} policy server(s) on {cores} core(s): they take turns on the "
-            f"cores; eval.local_servers=auto would start {auto} of each")
+            f"cores; eval.local_servers=auto would start {auto_env} and {auto_policy} of them")
     if policy_servers > 1:
         loaded = [client.client_name for agent, client in spec.seat_configs()
                   if _runs_model_in_process(agent, client)]

@@ -69,8 +69,8 @@ def test_oracle_eval_reaches_95_and_resumes(tmp_path: Path) -> None:
                   "eval.local_servers=2", one_core=True)
     assert again.returncode == 0, again.stderr
     assert ("note: eval.local_servers=2 starts 2 env server(s) and 2 policy server(s) on 1 "
-            "core(s): they take turns on the cores; eval.local_servers=auto would start 1 of "
-            "each") in " ".join(again.stderr.split()), again.stderr
+            "core(s): they take turns on the cores; eval.local_servers=auto would start 1 "
+            "and 1 of them") in " ".join(again.stderr.split()), again.stderr
     for second in ("env_server-2.log", "agent_server-2.log"):
         assert (out / "logs" / second).is_file(), sorted((out / "logs").iterdir())
     assert "ran 2 episode(s), 23 already done" in again.stderr

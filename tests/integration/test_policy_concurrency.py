@@ -149,7 +149,7 @@ async def test_every_call_max_concurrency_allows_is_in_flight_at_once(
     needed = 4 * ABOVE_POOL  # both ends of each connection, and room for the rest
     assert hard >= needed, f"this test needs {needed} open files; the hard limit is {hard}"
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
-    arrived = threading.Barrier(ABOVE_POOL, timeout=30)
+    arrived = threading.Barrier(ABOVE_POOL, timeout=120)  # a hang guard, not a timing
 
     def reply(_request: object) -> str:
         arrived.wait()  # BrokenBarrierError (an answer 500) when fewer calls ever arrive
@@ -159,7 +159,7 @@ async def test_every_call_max_concurrency_allows_is_in_flight_at_once(
         with provider.start(reply) as server:
             client = load_spec(None, [*provider.overrides(server.base_url), *extra,
                                       f"client.max_concurrency={ABOVE_POOL}",
-                                      "client.max_retries=0", "client.timeout=120"]).client
+                                      "client.max_retries=0", "client.timeout=300"]).client
             backend = create_backend(client)
             try:
                 completions = await asyncio.gather(*(

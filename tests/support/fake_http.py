@@ -168,7 +168,9 @@ class ScriptedHTTPServer(Generic[BehaviourT, RecordT]):
         handler = type("Handler", (ScriptedHandler,), {"fake": self})
         self._server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
         self._server.daemon_threads = True
-        self._server.request_queue_size = 256  # listen backlog: many concurrent clients
+        # listen backlog: many concurrent clients (a full one makes the kernel drop handshakes,
+        # which a busy machine turns into reset connections); the kernel caps it at somaxconn
+        self._server.request_queue_size = 4096
         self._server.server_bind()
         self._thread: threading.Thread | None = None
 

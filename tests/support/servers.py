@@ -66,17 +66,17 @@ async def env_server(families: tuple[str, ...] = ("babyai",), *, capacity: int =
 @asynccontextmanager
 async def policy_server(*, capacity: int = 64, security: ServerSecurity | None = None,
                         files: ServerFiles | None = None,
-                        idle_timeout_s: float | None = None) -> AsyncIterator[Running]:
+                        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+                        ) -> AsyncIterator[Running]:
     """A PolicyService on loopback (``security``: TLS/mTLS/bearer token; None: plaintext;
     ``files``: the server files a config may name, None: none, as ``moria serve agent``;
-    ``idle_timeout_s``: its idle timeout, None: the server's default)."""
+    ``idle_timeout_s``: its idle timeout, the server's default unless given)."""
     from agent_server.service import REQUEST_LIMITS as POLICY_LIMITS
     from agent_server.service import PolicyServicer
 
     drain = Drain()
     servicer = PolicyServicer(drain=drain, capacity=capacity, files=files,
-                              idle_timeout_s=(DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None
-                                              else idle_timeout_s))
+                              idle_timeout_s=idle_timeout_s)
     server = MoriaServer(
         [lambda s: policy_service_pb2_grpc.add_PolicyServiceServicer_to_server(servicer, s)],
         [policy_service_pb2.DESCRIPTOR.services_by_name["PolicyService"].full_name],

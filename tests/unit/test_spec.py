@@ -235,7 +235,7 @@ def test_an_explicit_local_servers_count_is_explained_when_it_exceeds_the_cores(
     counts = local_server_counts(three, cores=4)
     assert local_server_notes(three, counts, cores=4) == [
         "eval.local_servers=3 starts 3 env server(s) and 3 policy server(s) on 4 core(s): "
-        "they take turns on the cores; eval.local_servers=auto would start 1 of each"]
+        "they take turns on the cores; eval.local_servers=auto would start 1 and 1 of them"]
     assert local_server_notes(three, counts, cores=6) == []
     # auto fits the cores by construction: nothing to say
     auto = load_spec(None, ["agent.type=oracle"])
